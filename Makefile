@@ -1,0 +1,51 @@
+# iser-attach: few, obvious targets. `make test` is what CI runs.
+GO       ?= go
+FUZZTIME ?= 4s
+BIN      := bin
+
+.PHONY: all build build-nocgo test-bins vet unit fuzz e2e test demo bench-tcp bench-vm clean
+
+all: build
+
+# The real binary links rdma-core at run time (dlopen), so it starts on hosts
+# without it; build-nocgo proves everything outside rdma/ builds without cgo.
+build:
+	CGO_ENABLED=1 $(GO) build -o $(BIN)/iser-attach ./cmd/iser-attach
+
+build-nocgo:
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/iser-attach-nocgo ./cmd/iser-attach
+
+# Test binaries the VM lab runs in the guest.
+test-bins:
+	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/rdma.test ./rdma/
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=1 $(GO) vet ./rdma/...
+
+# Unit tests, codec tests and the integration tests against a real tgtd.
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Every go test -fuzz target, briefly, from its seed corpus on.
+fuzz:
+	scripts/fuzz-short.sh $(FUZZTIME)
+
+# The VM lab: soft-RoCE, LIO with iSER, the kernel initiators, nbd, ublk.
+e2e: build build-nocgo test-bins
+	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
+
+test: vet build-nocgo unit fuzz e2e
+
+demo:
+	scripts/demo.sh
+
+bench-tcp:
+	scripts/bench-tcp.sh
+
+bench-vm: build test-bins
+	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh bench
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,73 @@
+// Command iser-attach attaches remote iSCSI LUNs over iSER or iSCSI/TCP and
+// serves them as NBD exports (and, later, block devices).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	app := newApp()
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "iser-attach: %s\n", oneLine(err))
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) && ec.ExitCode() != 0 {
+			os.Exit(ec.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// oneLine keeps an error message to one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "iser-attach",
+		Usage: "a userspace iSER/iSCSI initiator: discover targets, inspect LUNs, serve them over NBD",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn, error"},
+			&cli.StringFlag{Name: "log-format", Value: "console", Usage: "console or json"},
+		},
+		Before: func(c *cli.Context) error {
+			return setupLogger(c)
+		},
+		Commands: []*cli.Command{
+			discoverCommand(),
+			infoCommand(),
+			serveCommand(),
+			rdmaCommand(),
+		},
+		HideHelpCommand:      true,
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // main prints errors
+	}
+}
+
+var logger zerolog.Logger
+
+func setupLogger(c *cli.Context) error {
+	lvl, err := zerolog.ParseLevel(c.String("log-level"))
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	switch c.String("log-format") {
+	case "json":
+		logger = zerolog.New(os.Stderr).With().Timestamp().Logger()
+	case "console":
+		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
+	default:
+		return fmt.Errorf("--log-format: %q is neither json nor console", c.String("log-format"))
+	}
+	logger = logger.Level(lvl)
+	return nil
+}

@@ -1,0 +1,151 @@
+package initiator
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Command is one SCSI command for Session.Do.
+type Command struct {
+	LUN [8]byte
+	CDB []byte // at most 16 bytes
+	// Read receives the data the target returns; Write is the data sent.
+	// At most one of them may be set.
+	Read, Write []byte
+	Attr        uint8 // task attribute; 0 means SIMPLE
+}
+
+// Result is the outcome of a SCSI command at the transport level.
+type Result struct {
+	Status uint8
+	// Sense is the sense data for CHECK CONDITION.
+	Sense []byte
+	// Residual and its direction: Underflow means Residual bytes of the
+	// expected transfer did not move; Overflow means the target had more.
+	Residual            uint32
+	Underflow, Overflow bool
+	// Response is the iSCSI response code (0: command completed at target).
+	Response uint8
+}
+
+// Transferred is how many bytes of the expected transfer moved.
+func (r *Result) Transferred(expected int) int {
+	if r.Underflow {
+		return max(0, expected-int(r.Residual))
+	}
+	return expected
+}
+
+// abortTimeout bounds the ABORT TASK sent for a cancelled command.
+const abortTimeout = 10 * time.Second
+
+// Do runs a SCSI command and waits for its status. The returned error
+// covers transport and protocol failures only; SCSI status is in Result.
+// When ctx ends first the task is aborted (ABORT TASK) and ctx's error
+// returned; the buffers are not touched after Do returns.
+func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
+	if len(c.CDB) == 0 || len(c.CDB) > 16 {
+		return nil, fmt.Errorf("scsi command: CDB of %d bytes (1 to 16 supported)", len(c.CDB))
+	}
+	if len(c.Read) > 0 && len(c.Write) > 0 {
+		return nil, errors.New("scsi command: bidirectional commands are not supported")
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.failed:
+		return nil, s.Err()
+	}
+	defer func() { <-s.slots }()
+
+	t := &Task{LUN: c.LUN, Read: c.Read, Write: c.Write}
+	cmd := SCSICommand{Final: true, Read: len(c.Read) > 0, Write: len(c.Write) > 0,
+		Attr: c.Attr, LUN: c.LUN, ExpectedDataTransferLength: uint32(len(c.Read) + len(c.Write))}
+	if cmd.Attr == AttrUntagged {
+		cmd.Attr = AttrSimple
+	}
+	copy(cmd.CDB[:], c.CDB)
+	var sentCmdSN uint32
+	p, err := s.issue(ctx, false, t, func(itt, cmdSN, expStatSN uint32) error {
+		cmd.ITT, cmd.CmdSN, cmd.ExpStatSN = itt, cmdSN, expStatSN
+		sentCmdSN = cmdSN
+		return s.dm.SendCommand(&cmd, t)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	}
+	var resp *PDU
+	select {
+	case <-p.done:
+		resp, err = p.resp, p.err
+	case <-ctx.Done():
+		s.abort(p, c.LUN, sentCmdSN)
+		s.dm.TaskDone(t)
+		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], ctx.Err())
+	}
+	s.dm.TaskDone(t)
+	if err != nil {
+		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	}
+	r, err := decodeStatus(resp)
+	if err != nil {
+		s.fail(err)
+		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	}
+	if t.DataCounted && r.Status == 0 && len(c.Read) > 0 {
+		if want := r.Transferred(len(c.Read)); int(t.Received) != want {
+			err := protoErr(resp.BHS.Opcode(), "ITT 0x%x: %d bytes of Data-In for a %d-byte transfer",
+				t.ITT, t.Received, want)
+			s.fail(err)
+			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+		}
+	}
+	return r, nil
+}
+
+// abort sends ABORT TASK for a command whose caller gave up.
+func (s *Session) abort(p *pending, lun [8]byte, cmdSN uint32) {
+	s.unregister(p)
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	defer cancel()
+	if err := s.TaskManagement(ctx, TMFAbortTask, lun, p.itt, cmdSN); err != nil {
+		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("abort task failed")
+	}
+}
+
+// decodeStatus turns a SCSI Response or a Data-In with status into a Result.
+func decodeStatus(p *PDU) (*Result, error) {
+	switch p.BHS.Opcode() {
+	case OpDataIn:
+		var d DataIn
+		if err := d.Unmarshal(&p.BHS); err != nil {
+			return nil, err
+		}
+		return &Result{Status: d.Status, Residual: d.ResidualCount, Underflow: d.Underflow, Overflow: d.Overflow}, nil
+	case OpSCSIResponse:
+		var r SCSIResponse
+		if err := r.Unmarshal(&p.BHS); err != nil {
+			return nil, err
+		}
+		res := &Result{Status: r.Status, Residual: r.ResidualCount, Underflow: r.Underflow,
+			Overflow: r.Overflow, Response: r.Response}
+		if r.Response != RespCommandCompleted {
+			return res, nil
+		}
+		if len(p.Data) >= 2 {
+			n := int(binary.BigEndian.Uint16(p.Data))
+			if n > len(p.Data)-2 {
+				return nil, protoErr(OpSCSIResponse, "sense length %d exceeds the %d-byte data segment", n, len(p.Data))
+			}
+			res.Sense = p.Data[2 : 2+n]
+		} else if len(p.Data) == 1 {
+			return nil, protoErr(OpSCSIResponse, "1-byte data segment")
+		}
+		return res, nil
+	}
+	return nil, protoErr(p.BHS.Opcode(), "not a status PDU")
+}

@@ -1,0 +1,67 @@
+package initiator
+
+import (
+	"sync"
+
+	"github.com/iser-attach/iser-attach/initiator/textkey"
+)
+
+// Datamover moves PDUs and SCSI data for one connection, after RFC 5047
+// (Datamover Architecture for iSCSI). The session layer speaks only to this
+// interface, so it runs unchanged over iSCSI/TCP and over iSER.
+//
+// Concurrency: SendPDU, SendCommand and TaskDone may be called from any
+// goroutine; Recv from one goroutine (the session's reader). Close may be
+// called at any time, more than once, and unblocks Recv and senders.
+type Datamover interface {
+	// SendPDU is Send_Control for everything but SCSI Commands: Login, Text,
+	// NOP-Out, Task Management and Logout requests. The datamover adds
+	// padding and digests (TCP) or the iSER header (iSER).
+	SendPDU(p *PDU) error
+	// SendCommand is Send_Control for a SCSI Command. t names the task's
+	// buffers: the datamover sends immediate and unsolicited write data
+	// within the negotiated limits and either remembers the buffers to place
+	// Data-In and answer R2Ts (TCP) or advertises them to the target (iSER).
+	SendCommand(cmd *SCSICommand, t *Task) error
+	// Recv is Control_Notify: it returns the next PDU the session handles.
+	// Data-In PDUs without status and R2Ts are consumed by the datamover; a
+	// Data-In carrying status is returned (with its data already placed).
+	Recv() (*PDU, error)
+	// TaskDone is Deallocate_Task_Resources: after it returns the datamover
+	// places no more data in t's buffers.
+	TaskDone(t *Task)
+	// OperationalKeys lets the datamover shape the operational keys the
+	// login offers (iSER adds RDMAExtensions and drops digests).
+	OperationalKeys(n *textkey.Negotiation, want Params)
+	// AllocateConnectionResources runs before the final Login Request
+	// (iSER posts its receive ring).
+	AllocateConnectionResources(p Params) error
+	// NoticeKeyValues hands the negotiated values over at the start of
+	// full feature phase (Notice_Key_Values and Enable_Datamover).
+	NoticeKeyValues(p Params) error
+	// Transport names the datamover: "tcp" or "iser".
+	Transport() string
+	// RemoteAddr is the portal this connection reached.
+	RemoteAddr() string
+	// Close is Connection_Terminate.
+	Close() error
+}
+
+// Task is one SCSI command's data, shared by the session and the datamover.
+type Task struct {
+	ITT uint32
+	LUN [8]byte
+	// Read receives Data-In; its length is the expected read length.
+	Read []byte
+	// Write is the Data-Out source; its length is the expected write length.
+	Write []byte
+
+	// Received counts Data-In bytes placed in Read, when DataCounted says
+	// the datamover sees them (TCP; under iSER the target writes directly).
+	Received    uint32
+	DataCounted bool
+
+	mu   sync.Mutex // held by the datamover while it places data
+	done bool
+	dm   any // datamover-private state
+}

@@ -1,0 +1,26 @@
+package initiator
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
+
+// CRC32C header and data digests (RFC 7143 section 13.1, Appendix B.4).
+// The digest goes on the wire in little-endian byte order, as Linux and tgt
+// put it there.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc32c computes the digest over the concatenation of parts.
+func crc32c(parts ...[]byte) uint32 {
+	var c uint32
+	for _, p := range parts {
+		c = crc32.Update(c, castagnoli, p)
+	}
+	return c
+}
+
+func putDigest(b []byte, c uint32) { binary.LittleEndian.PutUint32(b, c) }
+func getDigest(b []byte) uint32    { return binary.LittleEndian.Uint32(b) }
+
+var zeroPad [4]byte

@@ -1,0 +1,17 @@
+// Package initiator is the iSCSI layer of iser-attach (RFC 7143): the PDU
+// codec (BHS, AHS, digests), login with CHAP, the full feature phase with
+// its CmdSN window, SCSI commands with sense, NOP keepalives, task
+// management and logout, and LUN, a logical unit as a block backend.
+//
+// Data moves through a Datamover (RFC 5047). TCPDatamover is iSCSI/TCP;
+// the iSER datamover (RFC 7145) sits on package rdma. Session never asks
+// which one it runs on: it hands SCSI Commands and their buffers to the
+// datamover and gets back status PDUs.
+//
+// Concurrency: a Session and a LUN are safe for concurrent use. A Session
+// owns two goroutines (reader, keepalive), started by NewSession and ended
+// by Close or by a connection failure; see Session for the order.
+//
+// Subpackages: scsi (CDBs, sense, VPD parsing; pure) and textkey (ordered
+// text keys and their negotiation; pure).
+package initiator

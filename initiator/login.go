@@ -1,0 +1,408 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/iser-attach/iser-attach/initiator/textkey"
+)
+
+// LoginConfig says who logs in to what (RFC 7143 section 6).
+type LoginConfig struct {
+	InitiatorName  string
+	InitiatorAlias string
+	// TargetName is empty for a discovery session.
+	TargetName string
+	// Discovery selects SessionType=Discovery.
+	Discovery bool
+	// ISID and TSIH identify the session; TSIH 0 asks for a new session (or
+	// reinstates the one with the same ISID).
+	ISID ISID
+	TSIH uint16
+	CID  uint16
+	// CHAP, when set, requires CHAP authentication.
+	CHAP *CHAPCredentials
+	// Want holds the operational values to offer.
+	Want Params
+}
+
+// loginResult is what a successful login leaves for the session.
+type loginResult struct {
+	params     Params
+	tsih       uint16
+	cmdSN      uint32
+	expStatSN  uint32
+	expCmdSN   uint32
+	maxCmdSN   uint32
+	targetAddr []string // TargetAddress keys (redirection)
+}
+
+// LoginError is a Login Response with a non-zero status class (RFC 7143
+// section 11.13.5).
+type LoginError struct {
+	Class, Detail uint8
+	// Redirect holds the TargetAddress of a redirection (class 1).
+	Redirect string
+}
+
+var loginStatus = map[uint16]string{
+	0x0101: "target moved temporarily", 0x0102: "target moved permanently",
+	0x0200: "initiator error", 0x0201: "authentication failed",
+	0x0202: "authorization failure (initiator not allowed to access this target)",
+	0x0203: "target not found", 0x0204: "target removed", 0x0205: "unsupported iSCSI version",
+	0x0206: "too many connections", 0x0207: "missing parameter",
+	0x0208: "cannot include connection in session", 0x0209: "session type not supported",
+	0x020a: "session does not exist", 0x020b: "invalid request during login",
+	0x0300: "target error", 0x0301: "service unavailable", 0x0302: "out of resources",
+}
+
+func (e *LoginError) Error() string {
+	s, ok := loginStatus[uint16(e.Class)<<8|uint16(e.Detail)]
+	if !ok {
+		switch e.Class {
+		case 1:
+			s = "redirection"
+		case 2:
+			s = "initiator error"
+		case 3:
+			s = "target error"
+		default:
+			s = "unknown status"
+		}
+	}
+	msg := fmt.Sprintf("login rejected: %s (status class 0x%02x detail 0x%02x)", s, e.Class, e.Detail)
+	if e.Redirect != "" {
+		msg += " to " + e.Redirect
+	}
+	return msg
+}
+
+// ErrAuthFailed is wrapped by login errors caused by authentication.
+var ErrAuthFailed = errors.New("authentication failed")
+
+// Is lets errors.Is(err, ErrAuthFailed) match status 0x0201.
+func (e *LoginError) Is(target error) bool {
+	return target == ErrAuthFailed && e.Class == 2 && e.Detail == 1
+}
+
+// login runs the login phase over dm (RFC 7143 section 6.3). It reads the
+// responses itself: the session's reader starts only afterwards.
+func login(ctx context.Context, dm Datamover, cfg *LoginConfig) (*loginResult, error) {
+	if cfg.InitiatorName == "" {
+		return nil, errors.New("login: initiator name is empty")
+	}
+	if !cfg.Discovery && cfg.TargetName == "" {
+		return nil, errors.New("login: target name is empty")
+	}
+	stop := context.AfterFunc(ctx, func() { dm.Close() })
+	defer stop()
+	res, err := runLogin(dm, cfg)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("login: %w", ctx.Err())
+	}
+	return res, err
+}
+
+type loginState struct {
+	dm        Datamover
+	cfg       *LoginConfig
+	itt       uint32
+	cmdSN     uint32
+	expStatSN uint32
+	first     bool
+	inFFP     bool
+	res       loginResult
+}
+
+func runLogin(dm Datamover, cfg *LoginConfig) (*loginResult, error) {
+	st := &loginState{dm: dm, cfg: cfg, itt: 0, cmdSN: 1, first: true}
+	st.res.params = DefaultParams()
+	st.res.tsih = cfg.TSIH
+
+	// Security negotiation stage.
+	if err := st.security(); err != nil {
+		return nil, err
+	}
+	// Operational negotiation stage.
+	if err := st.operational(); err != nil {
+		return nil, err
+	}
+	st.res.cmdSN = st.cmdSN
+	st.res.expStatSN = st.expStatSN
+	return &st.res, nil
+}
+
+// exchange sends one Login Request and returns the target's complete
+// response keys (following C-bit continuation).
+func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (*LoginResponse, []textkey.KV, error) {
+	data := textkey.Encode(kvs)
+	if len(data) > 8192 {
+		return nil, nil, fmt.Errorf("login: request keys of %d bytes exceed 8192", len(data))
+	}
+	var all []byte
+	for {
+		req := LoginRequest{Transit: transit, CSG: csg, NSG: nsg, ISID: st.cfg.ISID,
+			TSIH: st.res.tsih, ITT: st.itt, CID: st.cfg.CID, CmdSN: st.cmdSN, ExpStatSN: st.expStatSN}
+		if !transit {
+			req.NSG = 0
+		}
+		if err := st.dm.SendPDU(NewPDU(&req, data)); err != nil {
+			return nil, nil, fmt.Errorf("login: send request: %w", err)
+		}
+		p, err := st.dm.Recv()
+		if err != nil {
+			return nil, nil, fmt.Errorf("login: receive response: %w", err)
+		}
+		if p.BHS.Opcode() == OpReject {
+			var r Reject
+			_ = r.Unmarshal(&p.BHS)
+			return nil, nil, fmt.Errorf("login: target rejected the login request: %s", rejectReason(r.Reason))
+		}
+		var resp LoginResponse
+		if err := resp.Unmarshal(&p.BHS); err != nil {
+			return nil, nil, fmt.Errorf("login: %w", err)
+		}
+		if resp.StatusClass != 0 {
+			le := &LoginError{Class: resp.StatusClass, Detail: resp.StatusDetail}
+			if kv, err := textkey.Parse(p.Data); err == nil {
+				le.Redirect, _ = textkey.Get(kv, "TargetAddress")
+			}
+			return nil, nil, le
+		}
+		if resp.ITT != st.itt || resp.ISID != st.cfg.ISID {
+			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "ITT or ISID does not match the request"))
+		}
+		if resp.VersionActive != 0 {
+			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "unsupported version %d", resp.VersionActive))
+		}
+		if resp.CSG != csg {
+			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "CSG %d, request was in stage %d", resp.CSG, csg))
+		}
+		if resp.Transit && (!transit || resp.NSG > nsg) {
+			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "target moved to stage %d without being asked", resp.NSG))
+		}
+		if st.first || resp.StatSN == st.expStatSN {
+			st.expStatSN = resp.StatSN + 1
+			st.first = false
+		} else if resp.StatSN+1 != st.expStatSN {
+			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "StatSN %d, expected %d", resp.StatSN, st.expStatSN))
+		}
+		st.res.expCmdSN, st.res.maxCmdSN = resp.ExpCmdSN, resp.MaxCmdSN
+		if resp.TSIH != 0 {
+			st.res.tsih = resp.TSIH
+		}
+		all = append(all, p.Data...)
+		if len(all) > 64<<10 {
+			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "response keys exceed 64 KiB"))
+		}
+		if !resp.Continue {
+			kv, err := textkey.Parse(all)
+			if err != nil {
+				return nil, nil, fmt.Errorf("login: response keys: %w", err)
+			}
+			return &resp, kv, nil
+		}
+		// C bit: ask for the rest with an empty request (RFC 7143 section 6.2).
+		data, transit = nil, false
+	}
+}
+
+func (st *loginState) leadingKeys() []textkey.KV {
+	kv := []textkey.KV{{Key: "InitiatorName", Value: st.cfg.InitiatorName}}
+	if st.cfg.InitiatorAlias != "" {
+		kv = append(kv, textkey.KV{Key: "InitiatorAlias", Value: st.cfg.InitiatorAlias})
+	}
+	if st.cfg.Discovery {
+		kv = append(kv, textkey.KV{Key: "SessionType", Value: "Discovery"})
+	} else {
+		kv = append(kv, textkey.KV{Key: "SessionType", Value: "Normal"},
+			textkey.KV{Key: "TargetName", Value: st.cfg.TargetName})
+	}
+	return kv
+}
+
+// declared records keys the target declares in any stage.
+func (st *loginState) declared(kvs []textkey.KV) {
+	for _, kv := range kvs {
+		switch kv.Key {
+		case "TargetAlias":
+			st.res.params.TargetAlias = kv.Value
+		case "TargetPortalGroupTag":
+			if n, err := strconv.ParseUint(kv.Value, 0, 16); err == nil {
+				st.res.params.TargetPortalGroupTag = uint16(n)
+			}
+		case "TargetAddress":
+			st.res.targetAddr = append(st.res.targetAddr, kv.Value)
+		}
+	}
+}
+
+func (st *loginState) security() error {
+	keys := st.leadingKeys()
+	if st.cfg.CHAP == nil {
+		keys = append(keys, textkey.KV{Key: "AuthMethod", Value: "None"})
+		resp, kv, err := st.exchange(StageSecurity, StageOperational, true, keys)
+		if err != nil {
+			return err
+		}
+		st.declared(kv)
+		am, _ := textkey.Get(kv, "AuthMethod")
+		if am != "" && am != "None" {
+			return fmt.Errorf("login: target requires authentication (AuthMethod=%s): %w; give --chap-user and a CHAP secret", am, ErrAuthFailed)
+		}
+		return st.finishSecurity(resp, kv)
+	}
+	keys = append(keys, textkey.KV{Key: "AuthMethod", Value: "CHAP"})
+	_, kv, err := st.exchange(StageSecurity, StageOperational, false, keys)
+	if err != nil {
+		return err
+	}
+	st.declared(kv)
+	if am, _ := textkey.Get(kv, "AuthMethod"); am != "CHAP" {
+		return fmt.Errorf("login: target refused CHAP (AuthMethod=%q): %w", am, ErrAuthFailed)
+	}
+	x := &chapExchange{creds: st.cfg.CHAP}
+	_, kv, err = st.exchange(StageSecurity, StageOperational, false, []textkey.KV{{Key: "CHAP_A", Value: x.creds.offerA()}})
+	if err != nil {
+		return err
+	}
+	a, _ := textkey.Get(kv, "CHAP_A")
+	i, _ := textkey.Get(kv, "CHAP_I")
+	c, _ := textkey.Get(kv, "CHAP_C")
+	if a == "" || i == "" || c == "" {
+		return fmt.Errorf("login: target sent no CHAP challenge (CHAP_A=%q): %w", a, ErrAuthFailed)
+	}
+	ans, err := x.answer(a, i, c)
+	if err != nil {
+		return fmt.Errorf("login: %w: %w", ErrAuthFailed, err)
+	}
+	var out []textkey.KV
+	for _, p := range ans {
+		out = append(out, textkey.KV{Key: p[0], Value: p[1]})
+	}
+	resp, kv, err := st.exchange(StageSecurity, StageOperational, true, out)
+	if err != nil {
+		return err
+	}
+	if len(x.creds.MutualSecret) > 0 {
+		n, _ := textkey.Get(kv, "CHAP_N")
+		r, _ := textkey.Get(kv, "CHAP_R")
+		if r == "" {
+			return fmt.Errorf("login: target did not answer the mutual CHAP challenge: %w", ErrAuthFailed)
+		}
+		if err := x.verifyTarget(n, r); err != nil {
+			return fmt.Errorf("login: %w: %w", ErrAuthFailed, err)
+		}
+	}
+	return st.finishSecurity(resp, kv)
+}
+
+// finishSecurity waits, if needed, for the target to leave the security stage.
+func (st *loginState) finishSecurity(resp *LoginResponse, kv []textkey.KV) error {
+	for i := 0; !resp.Transit; i++ {
+		if i > 4 {
+			return fmt.Errorf("login: target stays in the security stage")
+		}
+		var err error
+		resp, kv, err = st.exchange(StageSecurity, StageOperational, true, nil)
+		if err != nil {
+			return err
+		}
+		st.declared(kv)
+	}
+	return nil
+}
+
+func (st *loginState) operational() error {
+	if st.inFFP {
+		return nil
+	}
+	n := textkey.NewNegotiation()
+	want := st.cfg.Want
+	if !st.cfg.Discovery {
+		offerOperational(n, want)
+	}
+	st.dm.OperationalKeys(n, want)
+	keys := n.TakeOffers()
+	if err := st.dm.AllocateConnectionResources(want); err != nil {
+		return fmt.Errorf("login: allocate connection resources: %w", err)
+	}
+	for i := 0; ; i++ {
+		if i > 16 {
+			return errors.New("login: operational negotiation does not converge")
+		}
+		resp, kv, err := st.exchange(StageOperational, StageFullFeature, true, keys)
+		if err != nil {
+			return err
+		}
+		st.declared(kv)
+		reply, err := n.Receive(stripDeclared(kv))
+		if err != nil {
+			return fmt.Errorf("login: negotiation: %w", err)
+		}
+		keys = append(reply, n.TakeOffers()...)
+		if resp.Transit && resp.NSG == StageFullFeature {
+			if len(keys) > 0 {
+				return fmt.Errorf("login: target ended negotiation with keys unanswered")
+			}
+			return st.enterFFP(n)
+		}
+	}
+}
+
+// stripDeclared drops the keys handled by declared().
+func stripDeclared(kvs []textkey.KV) []textkey.KV {
+	out := kvs[:0:0]
+	for _, kv := range kvs {
+		switch kv.Key {
+		case "TargetAlias", "TargetPortalGroupTag", "TargetAddress":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func boolKey(b bool) string {
+	if b {
+		return "Yes"
+	}
+	return "No"
+}
+
+// offerOperational offers the RFC 7143 session keys for a normal session.
+func offerOperational(n *textkey.Negotiation, w Params) {
+	n.Offer("InitialR2T", boolKey(w.InitialR2T))
+	n.Offer("ImmediateData", boolKey(w.ImmediateData))
+	n.Offer("MaxBurstLength", fmt.Sprint(w.MaxBurstLength))
+	n.Offer("FirstBurstLength", fmt.Sprint(w.FirstBurstLength))
+	n.Offer("MaxOutstandingR2T", fmt.Sprint(w.MaxOutstandingR2T))
+	n.Offer("DataPDUInOrder", "Yes")
+	n.Offer("DataSequenceInOrder", "Yes")
+	n.Offer("DefaultTime2Wait", fmt.Sprint(w.DefaultTime2Wait))
+	n.Offer("DefaultTime2Retain", fmt.Sprint(w.DefaultTime2Retain))
+	n.Offer("ErrorRecoveryLevel", "0")
+	n.Offer("MaxConnections", "1")
+}
+
+func (st *loginState) enterFFP(n *textkey.Negotiation) error {
+	p, err := paramsFrom(n, st.cfg.Want, st.res.params)
+	if err != nil {
+		return fmt.Errorf("login: %w", err)
+	}
+	st.res.params = p
+	st.inFFP = true
+	if err := st.dm.NoticeKeyValues(p); err != nil {
+		return fmt.Errorf("login: enable datamover: %w", err)
+	}
+	return nil
+}
+
+func rejectReason(r uint8) string {
+	if s, ok := rejectReasonNames[r]; ok {
+		return fmt.Sprintf("%s (reason 0x%02x)", s, r)
+	}
+	return fmt.Sprintf("reason 0x%02x", r)
+}

@@ -1,0 +1,231 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/iser-attach/iser-attach/initiator/scsi"
+)
+
+// MaxTransfer is the largest read or write the LUN issues as one command:
+// 512 KiB, as ib_iser, tgt and LIO size their buffers.
+const MaxTransfer = 512 << 10
+
+// LUNInfo describes a logical unit, gathered by OpenLUN.
+type LUNInfo struct {
+	Number            uint16
+	BlockSize         uint32 // logical block size in bytes
+	Blocks            uint64 // number of logical blocks
+	PhysicalBlockSize uint32
+	Vendor, Product   string
+	Revision          string
+	Serial            string // VPD 0x80
+	WWN               string // VPD 0x83, e.g. naa.6001405...
+	WriteProtected    bool
+	WriteCache        bool // volatile write cache enabled (caching page WCE)
+	FUA               bool // DPOFUA in the mode parameter header
+	ThinProvisioned   bool // LBPME
+	Unmap             bool // UNMAP supported
+	WriteSameUnmap    bool // WRITE SAME(16) with UNMAP supported
+	ZeroesAfterUnmap  bool // LBPRZ
+	Limits            scsi.BlockLimits
+}
+
+// Size is the capacity in bytes.
+func (i *LUNInfo) Size() int64 { return int64(i.Blocks) * int64(i.BlockSize) }
+
+// ErrLUNNotFound is wrapped when the target has no such logical unit.
+var ErrLUNNotFound = errors.New("LUN not found")
+
+// LUN is a logical unit on a session, used as a block device. It
+// implements the nbd.Backend interface and is safe for concurrent use.
+type LUN struct {
+	s    *Session
+	lun  scsi.LUN
+	info LUNInfo
+	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
+	retries int
+	ws      writeSameState
+}
+
+// OpenLUN probes logical unit n: it clears pending unit attentions and reads
+// the inquiry data, capacity, VPD pages and caching mode page.
+func OpenLUN(ctx context.Context, s *Session, n uint16) (*LUN, error) {
+	l := &LUN{s: s, retries: 8}
+	enc, err := scsi.EncodeLUN(n)
+	if err != nil {
+		return nil, fmt.Errorf("open LUN %d: %w", n, err)
+	}
+	l.lun = enc
+	l.info.Number = n
+	if err := l.probe(ctx); err != nil {
+		return nil, fmt.Errorf("open LUN %d: %w", n, err)
+	}
+	return l, nil
+}
+
+// Info returns what OpenLUN found.
+func (l *LUN) Info() LUNInfo { return l.info }
+
+// Session returns the session the LUN runs on.
+func (l *LUN) Session() *Session { return l.s }
+
+// exec runs one command and turns its status into an error, retrying
+// retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL) with a short backoff.
+func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Result, error) {
+	var last error
+	for attempt := 0; attempt <= l.retries; attempt++ {
+		r, err := l.s.Do(ctx, &Command{LUN: l.lun, CDB: cdb.Bytes(), Read: read, Write: write})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
+		}
+		err = scsi.CheckStatus(scsi.Status(r.Status), r.Sense)
+		if err == nil {
+			return r, nil
+		}
+		last = fmt.Errorf("%s: %w", cdb.Opcode(), err)
+		var re interface{ Retryable() bool }
+		if !errors.As(err, &re) || !re.Retryable() {
+			return r, last
+		}
+		var se *scsi.SenseError
+		if !errors.As(err, &se) || !se.UnitAttention() {
+			// BUSY, TASK SET FULL, becoming ready: back off a little.
+			select {
+			case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return nil, last
+}
+
+// transfer runs a read or write that must move all of its bytes.
+func (l *LUN) transfer(ctx context.Context, cdb scsi.CDB, read, write []byte) error {
+	r, err := l.exec(ctx, cdb, read, write)
+	if err != nil {
+		return ioErr(err)
+	}
+	n := len(read) + len(write)
+	if got := r.Transferred(n); got != n {
+		return ioErr(fmt.Errorf("%s: short transfer: %d of %d bytes (residual %d)", cdb.Opcode(), got, n, r.Residual))
+	}
+	return nil
+}
+
+// ioError carries an errno for block frontends (nbd, ublk).
+type ioError struct {
+	err   error
+	errno syscall.Errno
+}
+
+func (e *ioError) Error() string        { return e.err.Error() }
+func (e *ioError) Unwrap() error        { return e.err }
+func (e *ioError) Errno() syscall.Errno { return e.errno }
+
+// ioErr keeps the sense-derived errno and makes everything else EIO.
+func ioErr(err error) error {
+	var en interface{ Errno() syscall.Errno }
+	if errors.As(err, &en) {
+		return err
+	}
+	return &ioError{err: err, errno: syscall.EIO}
+}
+
+func (l *LUN) checkRange(off, length int64) (lba uint64, blocks uint64, err error) {
+	bs := int64(l.info.BlockSize)
+	if off < 0 || length < 0 || off%bs != 0 || length%bs != 0 {
+		return 0, 0, &ioError{fmt.Errorf("I/O at %d+%d not aligned to %d-byte blocks", off, length, bs), syscall.EINVAL}
+	}
+	if off+length > l.info.Size() || off+length < off {
+		return 0, 0, &ioError{fmt.Errorf("I/O at %d+%d beyond the %d-byte LUN", off, length, l.info.Size()), syscall.EINVAL}
+	}
+	return uint64(off / bs), uint64(length / bs), nil
+}
+
+// Size implements nbd.Backend.
+func (l *LUN) Size() int64 { return l.info.Size() }
+
+// BlockSize implements nbd.Backend.
+func (l *LUN) BlockSize() uint32 { return l.info.BlockSize }
+
+// PreferredBlockSize implements nbd.Backend.
+func (l *LUN) PreferredBlockSize() uint32 {
+	p := max(l.info.PhysicalBlockSize, l.info.BlockSize)
+	if g := uint32(l.info.Limits.OptimalTransferLengthGranularity) * l.info.BlockSize; g > p && g <= MaxTransfer {
+		p = g
+	}
+	return max(p, 4096)
+}
+
+// MaxTransfer implements nbd.Backend.
+func (l *LUN) MaxTransfer() uint32 {
+	m := uint32(MaxTransfer)
+	if lim := uint64(l.info.Limits.MaxTransferLength) * uint64(l.info.BlockSize); lim > 0 && lim < uint64(m) {
+		m = uint32(lim)
+	}
+	return m
+}
+
+// ReadOnly implements nbd.Backend.
+func (l *LUN) ReadOnly() bool { return l.info.WriteProtected }
+
+// CanTrim implements nbd.Backend.
+func (l *LUN) CanTrim() bool { return l.info.Unmap }
+
+// CanWriteZeroes implements nbd.Backend (WRITE SAME, or zero-filled writes).
+func (l *LUN) CanWriteZeroes() bool { return !l.info.WriteProtected }
+
+// ReadAt implements nbd.Backend.
+func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) error {
+	return l.rw(ctx, p, off, false, false)
+}
+
+// WriteAt implements nbd.Backend; fua sets the FUA bit.
+func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64, fua bool) error {
+	if l.info.WriteProtected {
+		return &ioError{errors.New("write: LUN is write-protected"), syscall.EROFS}
+	}
+	return l.rw(ctx, p, off, true, fua)
+}
+
+func (l *LUN) rw(ctx context.Context, p []byte, off int64, write, fua bool) error {
+	lba, _, err := l.checkRange(off, int64(len(p)))
+	if err != nil {
+		return err
+	}
+	bs := int(l.info.BlockSize)
+	chunk := int(l.MaxTransfer()) / bs * bs
+	for len(p) > 0 {
+		n := min(len(p), chunk)
+		blocks := uint32(n / bs)
+		if write {
+			err = l.transfer(ctx, scsi.Write(lba, blocks, fua), nil, p[:n])
+		} else {
+			err = l.transfer(ctx, scsi.Read(lba, blocks, false), p[:n], nil)
+		}
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+		lba += uint64(blocks)
+	}
+	return nil
+}
+
+// Flush implements nbd.Backend with SYNCHRONIZE CACHE over the whole medium.
+func (l *LUN) Flush(ctx context.Context) error {
+	cdb := scsi.SynchronizeCache10(0, 0, false)
+	if l.info.Blocks > 0xffffffff {
+		cdb = scsi.SynchronizeCache16(0, 0, false)
+	}
+	_, err := l.exec(ctx, cdb, nil, nil)
+	if err != nil {
+		return ioErr(err)
+	}
+	return nil
+}

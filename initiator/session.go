@@ -1,0 +1,601 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// SessionConfig configures a session: who logs in, and how it runs.
+type SessionConfig struct {
+	LoginConfig
+	// QueueDepth caps the SCSI commands in flight (default 128).
+	QueueDepth int
+	// NOPInterval is how often an idle connection is probed with a NOP-Out
+	// (default 5 s; negative disables); NOPTimeout is how long the NOP-In
+	// may take (default 5 s).
+	NOPInterval, NOPTimeout time.Duration
+	Logger                  zerolog.Logger
+}
+
+// ErrSessionClosed is returned for I/O on a session that was closed.
+var ErrSessionClosed = errors.New("iscsi session closed")
+
+// ErrTargetLogout is wrapped by the session error when the target asked for
+// a logout or dropped the connection (Async Message events 1 to 3).
+var ErrTargetLogout = errors.New("target requested logout")
+
+// maxStatSNGap is how far a StatSN may stray from ExpStatSN before the
+// session treats it as out of window.
+const maxStatSNGap = 1 << 12
+
+// Session is a logged-in iSCSI session over one connection, in full feature
+// phase. It is safe for concurrent use: many goroutines issue commands.
+//
+// Goroutines: NewSession starts a reader (dispatches every PDU from the
+// datamover) and a keepalive (NOP-Out pings). Close, or a connection failure,
+// ends them in this order: the session error is set and every waiter is
+// released, the datamover is closed (unblocking the reader), the keepalive
+// is stopped, then Close waits for both.
+type Session struct {
+	dm     Datamover
+	cfg    SessionConfig
+	params Params
+	tsih   uint16
+	log    zerolog.Logger
+
+	slots chan struct{} // queue depth semaphore
+
+	mu        sync.Mutex
+	cmdSN     uint32
+	expCmdSN  uint32
+	maxCmdSN  uint32
+	expStatSN uint32
+	windowCh  chan struct{} // closed when MaxCmdSN moves
+	pend      map[uint32]*pending
+	nextITT   uint32
+	err       error // sticky: the reason the session ended
+	lastRecv  time.Time
+	loggedOut bool
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	failed    chan struct{} // closed by fail
+}
+
+// pending is one request waiting for its response PDU, by ITT.
+type pending struct {
+	itt  uint32
+	task *Task
+	done chan struct{}
+	resp *PDU
+	err  error
+}
+
+// NewSession logs in over dm and starts the full feature phase. On error dm
+// is closed.
+func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session, error) {
+	if cfg.QueueDepth <= 0 {
+		cfg.QueueDepth = 128
+	}
+	if cfg.NOPInterval == 0 {
+		cfg.NOPInterval = 5 * time.Second
+	}
+	if cfg.NOPTimeout <= 0 {
+		cfg.NOPTimeout = 5 * time.Second
+	}
+	if cfg.Want == (Params{}) {
+		cfg.Want = DefaultWant()
+	}
+	res, err := login(ctx, dm, &cfg.LoginConfig)
+	if err != nil {
+		dm.Close()
+		return nil, err
+	}
+	s := &Session{
+		dm: dm, cfg: cfg, params: res.params, tsih: res.tsih,
+		log:   cfg.Logger.With().Str("portal", dm.RemoteAddr()).Str("transport", dm.Transport()).Logger(),
+		slots: make(chan struct{}, cfg.QueueDepth),
+		cmdSN: res.cmdSN, expCmdSN: res.expCmdSN, maxCmdSN: res.maxCmdSN, expStatSN: res.expStatSN,
+		windowCh: make(chan struct{}), pend: make(map[uint32]*pending), nextITT: 1,
+		lastRecv: time.Now(), stop: make(chan struct{}), failed: make(chan struct{}),
+	}
+	if lt(s.maxCmdSN, s.expCmdSN-1) {
+		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
+	}
+	s.wg.Add(1)
+	go s.reader()
+	if cfg.NOPInterval > 0 {
+		s.wg.Add(1)
+		go s.keepalive()
+	}
+	s.log.Debug().Uint16("tsih", s.tsih).Interface("params", s.params).Msg("login complete")
+	return s, nil
+}
+
+// DefaultWant are the operational values offered by default: large bursts,
+// immediate data, as the Linux initiator.
+func DefaultWant() Params {
+	p := DefaultParams()
+	p.InitiatorMaxRecvDataSegmentLength = 262144
+	p.MaxBurstLength = 16776192
+	p.FirstBurstLength = 262144
+	p.InitialR2T = true
+	p.ImmediateData = true
+	p.MaxOutstandingR2T = 1
+	p.InitiatorRecvDataSegmentLength = 8192
+	p.TargetRecvDataSegmentLength = 8192
+	return p
+}
+
+// Params returns the negotiated values.
+func (s *Session) Params() Params { return s.params }
+
+// TSIH returns the target-assigned session handle.
+func (s *Session) TSIH() uint16 { return s.tsih }
+
+// Transport names the datamover ("tcp" or "iser").
+func (s *Session) Transport() string { return s.dm.Transport() }
+
+// Err returns the reason the session ended, or nil while it runs.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.failed }
+
+// lt is serial number arithmetic (RFC 1982, 32 bits): a < b.
+func lt(a, b uint32) bool { return a != b && int32(a-b) < 0 }
+
+// fail ends the session with err (the first error wins) and releases every waiter.
+func (s *Session) fail(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	pend := s.pend
+	s.pend = make(map[uint32]*pending)
+	close(s.windowCh)
+	close(s.failed)
+	s.mu.Unlock()
+	for _, p := range pend {
+		p.err = err
+		close(p.done)
+	}
+	s.dm.Close()
+	if !errors.Is(err, ErrSessionClosed) {
+		s.log.Warn().Err(err).Msg("session ended")
+	}
+}
+
+// register allocates an ITT for a new request.
+func (s *Session) registerLocked(t *Task) *pending {
+	for {
+		itt := s.nextITT
+		s.nextITT++
+		if itt == reservedTag {
+			continue
+		}
+		if _, busy := s.pend[itt]; busy {
+			continue
+		}
+		p := &pending{itt: itt, task: t, done: make(chan struct{})}
+		s.pend[itt] = p
+		if t != nil {
+			t.ITT = itt
+		}
+		return p
+	}
+}
+
+func (s *Session) unregister(p *pending) {
+	s.mu.Lock()
+	if s.pend[p.itt] == p {
+		delete(s.pend, p.itt)
+	}
+	s.mu.Unlock()
+}
+
+// issue assigns an ITT and CmdSN and hands the request to send, in CmdSN
+// order. Immediate requests do not wait for the window nor advance CmdSN.
+func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
+	send func(itt, cmdSN, expStatSN uint32) error) (*pending, error) {
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			err := s.err
+			s.mu.Unlock()
+			return nil, err
+		}
+		if immediate || !lt(s.maxCmdSN, s.cmdSN) {
+			p := s.registerLocked(t)
+			cmdSN := s.cmdSN
+			if !immediate {
+				s.cmdSN++
+			}
+			err := send(p.itt, cmdSN, s.expStatSN)
+			s.mu.Unlock()
+			if err != nil {
+				s.fail(fmt.Errorf("send: %w", err))
+				s.unregister(p)
+				return nil, err
+			}
+			return p, nil
+		}
+		ch := s.windowCh
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// wait waits for p's response.
+func (s *Session) wait(ctx context.Context, p *pending) (*PDU, error) {
+	select {
+	case <-p.done:
+		return p.resp, p.err
+	case <-ctx.Done():
+		s.unregister(p)
+		return nil, ctx.Err()
+	}
+}
+
+// reader dispatches PDUs until the datamover fails or closes.
+func (s *Session) reader() {
+	defer s.wg.Done()
+	for {
+		p, err := s.dm.Recv()
+		if err != nil {
+			s.mu.Lock()
+			out := s.loggedOut
+			s.mu.Unlock()
+			if out {
+				err = ErrSessionClosed // the target closes after a logout
+			}
+			s.fail(fmt.Errorf("connection: %w", err))
+			return
+		}
+		if err := s.dispatch(p); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+}
+
+// updateSNs applies a target PDU's StatSN, ExpCmdSN and MaxCmdSN (RFC 7143
+// section 4.2.2.1). advance says whether the PDU consumes a StatSN.
+func (s *Session) updateSNs(op Opcode, sn TargetSNs, advance bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastRecv = time.Now()
+	d := int32(sn.StatSN - s.expStatSN)
+	if d > maxStatSNGap || d < -maxStatSNGap {
+		return protoErr(op, "StatSN %d out of window (ExpStatSN %d)", sn.StatSN, s.expStatSN)
+	}
+	if advance && d >= 0 {
+		s.expStatSN = sn.StatSN + 1
+	}
+	if int32(sn.MaxCmdSN-sn.ExpCmdSN) < -1 {
+		return nil // MaxCmdSN - ExpCmdSN + 1 < 0: ignore the window update
+	}
+	if lt(s.expCmdSN, sn.ExpCmdSN) {
+		s.expCmdSN = sn.ExpCmdSN
+	}
+	if lt(s.maxCmdSN, sn.MaxCmdSN) {
+		s.maxCmdSN = sn.MaxCmdSN
+		close(s.windowCh)
+		s.windowCh = make(chan struct{})
+	}
+	return nil
+}
+
+// complete hands p's response to its waiter.
+func (s *Session) complete(itt uint32, pdu *PDU) bool {
+	s.mu.Lock()
+	p := s.pend[itt]
+	if p != nil {
+		delete(s.pend, itt)
+	}
+	s.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.resp = pdu
+	close(p.done)
+	return true
+}
+
+func (s *Session) dispatch(p *PDU) error {
+	op := p.BHS.Opcode()
+	switch op {
+	case OpSCSIResponse:
+		var r SCSIResponse
+		if err := r.Unmarshal(&p.BHS); err != nil {
+			return err
+		}
+		if err := s.updateSNs(op, r.TargetSNs, true); err != nil {
+			return err
+		}
+		s.completeOrDrop(r.ITT, p)
+	case OpDataIn: // only with status: the datamover consumed the rest
+		var d DataIn
+		if err := d.Unmarshal(&p.BHS); err != nil {
+			return err
+		}
+		if !d.HasStatus {
+			return protoErr(op, "datamover passed up a Data-In without status")
+		}
+		if err := s.updateSNs(op, d.TargetSNs, true); err != nil {
+			return err
+		}
+		s.completeOrDrop(d.ITT, p)
+	case OpNOPIn:
+		var n NOPIn
+		if err := n.Unmarshal(&p.BHS); err != nil {
+			return err
+		}
+		if err := s.updateSNs(op, n.TargetSNs, n.ITT != reservedTag); err != nil {
+			return err
+		}
+		if n.TTT != reservedTag {
+			return s.answerPing(&n, p.Data)
+		}
+		s.completeOrDrop(n.ITT, p)
+	case OpTaskMgmtResp, OpTextResp, OpLogoutResp:
+		var sn TargetSNs
+		sn.unmarshal(&p.BHS)
+		if err := s.updateSNs(op, sn, true); err != nil {
+			return err
+		}
+		if op == OpLogoutResp && p.BHS[2] == 0 {
+			// The target closes the connection next: that is no failure.
+			s.mu.Lock()
+			s.loggedOut = true
+			s.mu.Unlock()
+		}
+		if !s.complete(p.BHS.ITT(), p) {
+			return protoErr(op, "response for unknown ITT 0x%x", p.BHS.ITT())
+		}
+	case OpReject:
+		return s.handleReject(p)
+	case OpAsyncMessage:
+		return s.handleAsync(p)
+	default:
+		return protoErr(op, "unexpected in full feature phase")
+	}
+	return nil
+}
+
+// completeOrDrop completes a task; a response for an unknown ITT belongs to a
+// task that was aborted and is dropped.
+func (s *Session) completeOrDrop(itt uint32, p *PDU) {
+	if !s.complete(itt, p) {
+		s.log.Debug().Uint32("itt", itt).Str("op", p.BHS.Opcode().String()).Msg("response for a finished task dropped")
+	}
+}
+
+// answerPing answers a target's NOP-In ping (TTT valid) with a NOP-Out.
+func (s *Session) answerPing(n *NOPIn, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := NOPOut{Immediate: true, LUN: n.LUN, ITT: reservedTag, TTT: n.TTT,
+		CmdSN: s.cmdSN, ExpStatSN: s.expStatSN}
+	if err := s.dm.SendPDU(NewPDU(&out, data)); err != nil {
+		return fmt.Errorf("answer NOP-In: %w", err)
+	}
+	return nil
+}
+
+// RejectError is a Reject PDU aimed at one of our requests.
+type RejectError struct {
+	Reason uint8
+	Op     Opcode // the rejected PDU's opcode
+}
+
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("target rejected %s: %s", e.Op, rejectReason(e.Reason))
+}
+
+func (s *Session) handleReject(p *PDU) error {
+	var r Reject
+	if err := r.Unmarshal(&p.BHS); err != nil {
+		return err
+	}
+	if err := s.updateSNs(OpReject, r.TargetSNs, true); err != nil {
+		return err
+	}
+	if len(p.Data) < BHSLen {
+		return protoErr(OpReject, "data segment of %d bytes lacks the rejected header", len(p.Data))
+	}
+	var rb BHS
+	copy(rb[:], p.Data[:BHSLen])
+	rej := &RejectError{Reason: r.Reason, Op: rb.Opcode()}
+	s.log.Warn().Str("rejected", rej.Op.String()).Str("reason", rejectReason(r.Reason)).Msg("target sent Reject")
+	itt := rb.ITT()
+	s.mu.Lock()
+	pd := s.pend[itt]
+	if pd != nil && itt != reservedTag {
+		delete(s.pend, itt)
+	}
+	s.mu.Unlock()
+	if pd != nil && itt != reservedTag {
+		pd.err = rej
+		close(pd.done)
+		return nil
+	}
+	if r.Reason == 0x04 || r.Reason == 0x09 {
+		// A protocol error we cannot pin on a request: the connection is unusable.
+		return fmt.Errorf("target: %w", rej)
+	}
+	return nil
+}
+
+func (s *Session) handleAsync(p *PDU) error {
+	var a AsyncMessage
+	if err := a.Unmarshal(&p.BHS); err != nil {
+		return err
+	}
+	if err := s.updateSNs(OpAsyncMessage, a.TargetSNs, true); err != nil {
+		return err
+	}
+	switch a.AsyncEvent {
+	case AsyncSCSIEvent:
+		s.log.Warn().Hex("sense", p.Data).Msg("target reported a SCSI asynchronous event")
+	case AsyncLogoutRequest:
+		s.log.Warn().Uint16("time2wait", a.Parameter3).Msg("target requests logout")
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Logout(ctx)
+			s.fail(fmt.Errorf("session: %w", ErrTargetLogout))
+		}()
+	case AsyncDropConnection, AsyncDropAllConnections:
+		return fmt.Errorf("session: target dropped the connection (async event %d): %w", a.AsyncEvent, ErrTargetLogout)
+	case AsyncRenegotiate:
+		s.log.Info().Msg("target asks for renegotiation; keeping the current values")
+	default:
+		s.log.Debug().Uint8("event", a.AsyncEvent).Msg("async message ignored")
+	}
+	return nil
+}
+
+// keepalive pings the target with NOP-Out when the connection has been idle
+// for NOPInterval and fails the session when no NOP-In comes back.
+func (s *Session) keepalive() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.cfg.NOPInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.failed:
+			return
+		case <-tick.C:
+		}
+		s.mu.Lock()
+		idle := time.Since(s.lastRecv)
+		s.mu.Unlock()
+		if idle < s.cfg.NOPInterval {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.NOPTimeout)
+		err := s.Ping(ctx)
+		cancel()
+		if err != nil && s.Err() == nil {
+			s.fail(fmt.Errorf("keepalive: no NOP-In within %s: %w", s.cfg.NOPTimeout, err))
+			return
+		}
+	}
+}
+
+// Ping sends a NOP-Out and waits for the target's NOP-In.
+func (s *Session) Ping(ctx context.Context) error {
+	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
+		n := NOPOut{Immediate: true, ITT: itt, TTT: reservedTag, CmdSN: cmdSN, ExpStatSN: expStatSN}
+		return s.dm.SendPDU(NewPDU(&n, nil))
+	})
+	if err != nil {
+		return fmt.Errorf("nop-out: %w", err)
+	}
+	if _, err := s.wait(ctx, p); err != nil {
+		return fmt.Errorf("nop-out: %w", err)
+	}
+	return nil
+}
+
+// TaskManagement sends a task management function request and returns an
+// error unless the target answers "function complete".
+func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, refITT, refCmdSN uint32) error {
+	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
+		t := TaskMgmtRequest{Immediate: true, Function: fn, LUN: lun, ITT: itt, RTT: refITT,
+			CmdSN: cmdSN, ExpStatSN: expStatSN, RefCmdSN: refCmdSN}
+		if fn != TMFAbortTask {
+			t.RTT = reservedTag
+		}
+		return s.dm.SendPDU(NewPDU(&t, nil))
+	})
+	if err != nil {
+		return fmt.Errorf("task management %d: %w", fn, err)
+	}
+	resp, err := s.wait(ctx, p)
+	if err != nil {
+		return fmt.Errorf("task management %d: %w", fn, err)
+	}
+	var r TaskMgmtResponse
+	if err := r.Unmarshal(&resp.BHS); err != nil {
+		return err
+	}
+	if r.Response != 0 {
+		name, ok := tmfResponseNames[r.Response]
+		if !ok {
+			name = fmt.Sprintf("response %d", r.Response)
+		}
+		return fmt.Errorf("task management %d: %s", fn, name)
+	}
+	return nil
+}
+
+// Logout closes the session with a Logout Request (reason "close the session").
+func (s *Session) Logout(ctx context.Context) error {
+	p, err := s.issue(ctx, false, nil, func(itt, cmdSN, expStatSN uint32) error {
+		l := LogoutRequest{Reason: LogoutCloseSession, ITT: itt, CID: s.cfg.CID, CmdSN: cmdSN, ExpStatSN: expStatSN}
+		return s.dm.SendPDU(NewPDU(&l, nil))
+	})
+	if err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	resp, err := s.wait(ctx, p)
+	if err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	var r LogoutResponse
+	if err := r.Unmarshal(&resp.BHS); err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	if r.Response != 0 {
+		return fmt.Errorf("logout: target answered response %d", r.Response)
+	}
+	s.mu.Lock()
+	s.loggedOut = true
+	s.mu.Unlock()
+	return nil
+}
+
+// Close logs out (when the session still runs) and tears the connection
+// down. It is idempotent and safe to call concurrently.
+func (s *Session) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.Err() == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if lerr := s.Logout(ctx); lerr != nil && s.Err() == nil {
+				err = lerr
+			}
+			cancel()
+		}
+		s.fail(ErrSessionClosed)
+		close(s.stop)
+		s.wg.Wait()
+	})
+	return err
+}
+
+// TargetName is the IQN the session logged in to.
+func (s *Session) TargetName() string { return s.cfg.TargetName }
+
+// RemoteAddr is the portal address of the connection.
+func (s *Session) RemoteAddr() string { return s.dm.RemoteAddr() }

@@ -1,0 +1,467 @@
+package initiator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/iser-attach/iser-attach/initiator/textkey"
+)
+
+// TCPDatamover is the iSCSI/TCP datamover (RFC 7143 over a TCP connection).
+//
+// It owns two goroutines' worth of work: the caller of Recv reads the socket
+// and places Data-In directly in task buffers; a writer goroutine, started by
+// DialTCP and stopped by Close, drains a queue of outgoing PDUs with one
+// writev per batch, so that answering an R2T never blocks the reader.
+type TCPDatamover struct {
+	conn net.Conn
+	r    *bufio.Reader
+
+	mu     sync.Mutex // guards params, tasks and the write queue
+	params Params
+	ffp    bool // full feature phase: digests and negotiated lengths apply
+	tasks  map[uint32]*Task
+	queue  net.Buffers
+	wake   *sync.Cond
+	werr   error // first write error; sticky
+	closed bool
+
+	closeOnce sync.Once
+	writerOut chan struct{}
+	hdr       [BHSLen + 4]byte // reader's scratch header (+ digest)
+}
+
+// tcpTaskState is the TCP datamover's per-task data state.
+type tcpTaskState struct {
+	expDataSN uint32
+	cmd       SCSICommand
+}
+
+// DialTCP connects to an iSCSI portal (host:port) over TCP.
+func DialTCP(ctx context.Context, addr string) (*TCPDatamover, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial iscsi/tcp %s: %w", addr, err)
+	}
+	return NewTCPDatamover(c), nil
+}
+
+// NewTCPDatamover runs the iSCSI/TCP datamover over an established
+// connection (used by DialTCP and by tests with net.Pipe).
+func NewTCPDatamover(c net.Conn) *TCPDatamover {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+		_ = tc.SetReadBuffer(4 << 20)
+		_ = tc.SetWriteBuffer(4 << 20)
+	}
+	d := &TCPDatamover{
+		conn:      c,
+		r:         bufio.NewReaderSize(c, 256<<10),
+		params:    DefaultParams(),
+		tasks:     make(map[uint32]*Task),
+		writerOut: make(chan struct{}),
+	}
+	d.wake = sync.NewCond(&d.mu)
+	go d.writer()
+	return d
+}
+
+// Transport implements Datamover.
+func (d *TCPDatamover) Transport() string { return "tcp" }
+
+// RemoteAddr implements Datamover.
+func (d *TCPDatamover) RemoteAddr() string { return d.conn.RemoteAddr().String() }
+
+// OperationalKeys implements Datamover: iSCSI/TCP offers the RFC 7143 keys.
+func (d *TCPDatamover) OperationalKeys(n *textkey.Negotiation, want Params) {
+	n.Offer("HeaderDigest", digestOffer(want.HeaderDigest))
+	n.Offer("DataDigest", digestOffer(want.DataDigest))
+	n.Offer("MaxRecvDataSegmentLength", fmt.Sprint(want.InitiatorMaxRecvDataSegmentLength))
+}
+
+func digestOffer(want bool) string {
+	if want {
+		return "CRC32C,None"
+	}
+	return "None"
+}
+
+// AllocateConnectionResources implements Datamover; TCP needs nothing.
+func (d *TCPDatamover) AllocateConnectionResources(Params) error { return nil }
+
+// NoticeKeyValues implements Datamover: digests and lengths apply from the
+// first full-feature-phase PDU on.
+func (d *TCPDatamover) NoticeKeyValues(p Params) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.params, d.ffp = p, true
+	return nil
+}
+
+// Close implements Datamover. It closes the socket (unblocking Recv),
+// stops the writer and waits for it.
+func (d *TCPDatamover) Close() error {
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		if d.werr == nil {
+			d.werr = net.ErrClosed
+		}
+		d.wake.Broadcast()
+		d.mu.Unlock()
+		_ = d.conn.Close()
+		<-d.writerOut
+	})
+	return nil
+}
+
+// writer drains the queue. It exits when the datamover closes or a write fails.
+func (d *TCPDatamover) writer() {
+	defer close(d.writerOut)
+	for {
+		d.mu.Lock()
+		for len(d.queue) == 0 && !d.closed {
+			d.wake.Wait()
+		}
+		if d.closed {
+			d.mu.Unlock()
+			return
+		}
+		bufs := d.queue
+		d.queue = nil
+		d.mu.Unlock()
+		if _, err := bufs.WriteTo(d.conn); err != nil {
+			d.mu.Lock()
+			if d.werr == nil {
+				d.werr = fmt.Errorf("iscsi/tcp write: %w", err)
+			}
+			d.closed = true
+			d.mu.Unlock()
+			_ = d.conn.Close()
+			return
+		}
+	}
+}
+
+// enqueueLocked frames one PDU onto the write queue. d.mu is held.
+func (d *TCPDatamover) enqueueLocked(bhs *BHS, ahs, data []byte) error {
+	if d.werr != nil {
+		return d.werr
+	}
+	hd, dd := d.ffp && d.params.HeaderDigest, d.ffp && d.params.DataDigest
+	if len(ahs)%4 != 0 || len(ahs) > 255*4 {
+		return fmt.Errorf("iscsi/tcp send %s: bad AHS length %d", bhs.Opcode(), len(ahs))
+	}
+	if len(data) > maxDataSegLength {
+		return fmt.Errorf("iscsi/tcp send %s: data segment %d too long", bhs.Opcode(), len(data))
+	}
+	bhs.SetTotalAHSLength(len(ahs))
+	bhs.SetDataSegmentLength(len(data))
+	hlen := BHSLen + len(ahs)
+	if hd {
+		hlen += 4
+	}
+	h := make([]byte, hlen)
+	copy(h, bhs[:])
+	copy(h[BHSLen:], ahs)
+	if hd {
+		putDigest(h[BHSLen+len(ahs):], crc32c(h[:BHSLen+len(ahs)]))
+	}
+	d.queue = append(d.queue, h)
+	if len(data) > 0 {
+		pad := padLen(len(data))
+		d.queue = append(d.queue, data)
+		if pad > 0 || dd {
+			tail := make([]byte, pad, pad+4)
+			if dd {
+				tail = tail[:pad+4]
+				putDigest(tail[pad:], crc32c(data, zeroPad[:pad]))
+			}
+			d.queue = append(d.queue, tail)
+		}
+	}
+	d.wake.Signal()
+	return nil
+}
+
+// SendPDU implements Datamover.
+func (d *TCPDatamover) SendPDU(p *PDU) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.enqueueLocked(&p.BHS, p.AHS, p.Data)
+}
+
+// SendCommand implements Datamover.
+func (d *TCPDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.werr != nil {
+		return d.werr
+	}
+	st := &tcpTaskState{cmd: *cmd}
+	t.dm = st
+	t.Received, t.DataCounted = 0, true
+	d.tasks[t.ITT] = t
+	var imm []byte
+	unsolicited := 0
+	if len(t.Write) > 0 {
+		imm = t.Write[:min(len(t.Write), int(d.params.ImmediateLimit()))]
+		unsolicited = min(len(t.Write), int(d.params.UnsolicitedLimit())) - len(imm)
+	}
+	cmd.Final = unsolicited <= 0
+	var b BHS
+	cmd.Marshal(&b)
+	if err := d.enqueueLocked(&b, nil, imm); err != nil {
+		delete(d.tasks, t.ITT)
+		return err
+	}
+	if unsolicited > 0 {
+		return d.sendDataOutLocked(t, reservedTag, uint32(len(imm)), uint32(unsolicited), cmd.ExpStatSN)
+	}
+	return nil
+}
+
+// sendDataOutLocked queues Data-Out PDUs for n bytes of t's write buffer
+// from off, each within the target's MaxRecvDataSegmentLength.
+func (d *TCPDatamover) sendDataOutLocked(t *Task, ttt, off, n, expStatSN uint32) error {
+	mrdsl := d.params.TargetMaxRecvDataSegmentLength
+	end := off + n
+	var sn uint32
+	for off < end {
+		l := min(end-off, mrdsl)
+		do := DataOut{Final: off+l == end, LUN: t.LUN, ITT: t.ITT, TTT: ttt,
+			ExpStatSN: expStatSN, DataSN: sn, BufferOffset: off}
+		var b BHS
+		do.Marshal(&b)
+		if err := d.enqueueLocked(&b, nil, t.Write[off:off+l]); err != nil {
+			return err
+		}
+		off += l
+		sn++
+	}
+	return nil
+}
+
+// TaskDone implements Datamover. It waits for a placement in progress.
+func (d *TCPDatamover) TaskDone(t *Task) {
+	d.mu.Lock()
+	if d.tasks[t.ITT] == t {
+		delete(d.tasks, t.ITT)
+	}
+	d.mu.Unlock()
+	t.mu.Lock()
+	t.done = true
+	t.mu.Unlock()
+}
+
+func (d *TCPDatamover) lookup(itt uint32) *Task {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tasks[itt]
+}
+
+// Recv implements Datamover.
+func (d *TCPDatamover) Recv() (*PDU, error) {
+	for {
+		p, err := d.recvOne()
+		if err != nil || p != nil {
+			return p, err
+		}
+	}
+}
+
+var errDigest = errors.New("digest mismatch")
+
+func (d *TCPDatamover) recvOne() (*PDU, error) {
+	d.mu.Lock()
+	hd, dd, ffp := d.ffp && d.params.HeaderDigest, d.ffp && d.params.DataDigest, d.ffp
+	maxData := d.params.InitiatorMaxRecvDataSegmentLength
+	d.mu.Unlock()
+	if !ffp || maxData < 8192 {
+		maxData = max(maxData, 8192)
+	}
+	p := &PDU{}
+	if _, err := io.ReadFull(d.r, p.BHS[:]); err != nil {
+		return nil, d.readErr("read BHS", err)
+	}
+	op := p.BHS.Opcode()
+	if !op.Known() || !op.FromTarget() {
+		return nil, protoErr(op, "unexpected opcode from target")
+	}
+	if n := p.BHS.TotalAHSLength(); n > 0 {
+		p.AHS = make([]byte, n)
+		if _, err := io.ReadFull(d.r, p.AHS); err != nil {
+			return nil, d.readErr("read AHS", err)
+		}
+	}
+	if hd {
+		if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
+			return nil, d.readErr("read header digest", err)
+		}
+		if getDigest(d.hdr[:4]) != crc32c(p.BHS[:], p.AHS) {
+			return nil, protoErr(op, "header %v", errDigest)
+		}
+	}
+	dlen := p.BHS.DataSegmentLength()
+	if uint32(dlen) > maxData {
+		return nil, protoErr(op, "data segment length %d exceeds MaxRecvDataSegmentLength %d", dlen, maxData)
+	}
+	switch op {
+	case OpDataIn:
+		return d.recvDataIn(p, dlen, dd)
+	case OpR2T:
+		if dlen != 0 {
+			return nil, protoErr(op, "R2T with a data segment")
+		}
+		return nil, d.handleR2T(p)
+	}
+	if dlen > 0 {
+		p.Data = make([]byte, dlen+padLen(dlen))
+		if _, err := io.ReadFull(d.r, p.Data); err != nil {
+			return nil, d.readErr("read data segment", err)
+		}
+		if err := d.checkDataDigest(op, dd, p.Data); err != nil {
+			return nil, err
+		}
+		p.Data = p.Data[:dlen]
+	}
+	return p, nil
+}
+
+func (d *TCPDatamover) checkDataDigest(op Opcode, dd bool, padded []byte) error {
+	if !dd {
+		return nil
+	}
+	if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
+		return d.readErr("read data digest", err)
+	}
+	if getDigest(d.hdr[:4]) != crc32c(padded) {
+		return protoErr(op, "data %v", errDigest)
+	}
+	return nil
+}
+
+func (d *TCPDatamover) readErr(what string, err error) error {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return fmt.Errorf("iscsi/tcp %s: %w", what, net.ErrClosed)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("iscsi/tcp %s: connection closed by target: %w", what, err)
+	}
+	return fmt.Errorf("iscsi/tcp %s: %w", what, err)
+}
+
+// recvDataIn places a Data-In segment in its task's buffer. It returns the
+// PDU only when it carries status.
+func (d *TCPDatamover) recvDataIn(p *PDU, dlen int, dd bool) (*PDU, error) {
+	var di DataIn
+	if err := di.Unmarshal(&p.BHS); err != nil {
+		return nil, err
+	}
+	pad := padLen(dlen)
+	t := d.lookup(di.ITT)
+	if t == nil {
+		// A task that was aborted or timed out: drop its data.
+		if err := d.discard(dlen + pad); err != nil {
+			return nil, err
+		}
+		if err := d.checkDataDigestDiscarded(dd); err != nil {
+			return nil, err
+		}
+		if di.HasStatus {
+			return p, nil
+		}
+		return nil, nil
+	}
+	end := uint64(di.BufferOffset) + uint64(dlen)
+	if end > uint64(len(t.Read)) {
+		return nil, protoErr(OpDataIn, "ITT 0x%x: data at offset %d length %d beyond the %d-byte read buffer",
+			di.ITT, di.BufferOffset, dlen, len(t.Read))
+	}
+	st := t.dm.(*tcpTaskState)
+	if di.DataSN != st.expDataSN {
+		return nil, protoErr(OpDataIn, "ITT 0x%x: DataSN %d, expected %d", di.ITT, di.DataSN, st.expDataSN)
+	}
+	st.expDataSN++
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		if err := d.discard(dlen + pad); err != nil {
+			return nil, err
+		}
+		return nil, d.checkDataDigestDiscarded(dd)
+	}
+	buf := t.Read[di.BufferOffset:end]
+	_, err := io.ReadFull(d.r, buf)
+	t.Received += uint32(dlen)
+	t.mu.Unlock()
+	if err != nil {
+		return nil, d.readErr("read Data-In", err)
+	}
+	var padb [4]byte
+	if pad > 0 {
+		if _, err := io.ReadFull(d.r, padb[:pad]); err != nil {
+			return nil, d.readErr("read Data-In padding", err)
+		}
+	}
+	if dd {
+		if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
+			return nil, d.readErr("read data digest", err)
+		}
+		if getDigest(d.hdr[:4]) != crc32c(buf, padb[:pad]) {
+			return nil, protoErr(OpDataIn, "data %v", errDigest)
+		}
+	}
+	if di.HasStatus {
+		return p, nil
+	}
+	return nil, nil
+}
+
+func (d *TCPDatamover) discard(n int) error {
+	if _, err := d.r.Discard(n); err != nil {
+		return d.readErr("discard data", err)
+	}
+	return nil
+}
+
+func (d *TCPDatamover) checkDataDigestDiscarded(dd bool) error {
+	if dd {
+		return d.discard(4)
+	}
+	return nil
+}
+
+// handleR2T answers an R2T with Data-Out PDUs from the task's write buffer.
+func (d *TCPDatamover) handleR2T(p *PDU) error {
+	var r R2T
+	if err := r.Unmarshal(&p.BHS); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.tasks[r.ITT]
+	if t == nil {
+		return nil // aborted task
+	}
+	end := uint64(r.BufferOffset) + uint64(r.DesiredDataTransferLength)
+	if end > uint64(len(t.Write)) {
+		return protoErr(OpR2T, "ITT 0x%x: R2T for offset %d length %d beyond the %d-byte write buffer",
+			r.ITT, r.BufferOffset, r.DesiredDataTransferLength, len(t.Write))
+	}
+	if r.DesiredDataTransferLength > d.params.MaxBurstLength {
+		return protoErr(OpR2T, "desired length %d exceeds MaxBurstLength %d",
+			r.DesiredDataTransferLength, d.params.MaxBurstLength)
+	}
+	st := t.dm.(*tcpTaskState)
+	return d.sendDataOutLocked(t, r.TTT, r.BufferOffset, r.DesiredDataTransferLength, st.cmd.ExpStatSN)
+}

@@ -1,0 +1,60 @@
+package nbd
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// errnoer is the optional interface a backend error implements to choose its
+// NBD error (for example a SCSI sense translated by the LUN code).
+type errnoer interface{ Errno() syscall.Errno }
+
+// errnoOf maps a backend error to the NBD error value of a simple reply, as
+// documented on Backend: a syscall.Errno in the chain first, then an error
+// with an Errno method, else EIO. shuttingDown turns a context cancellation
+// into ESHUTDOWN, which tells the client to disconnect.
+func errnoOf(err error, shuttingDown bool) uint32 {
+	if err == nil {
+		return 0
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return wireErrno(en)
+	}
+	var e errnoer
+	if errors.As(err, &e) {
+		return wireErrno(e.Errno())
+	}
+	if shuttingDown && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return errShutdown
+	}
+	return errIO
+}
+
+// wireErrno narrows an errno to the values the protocol defines; the spec
+// asks servers to map EDQUOT and EFBIG to ENOSPC, and anything unknown
+// becomes EIO.
+func wireErrno(en syscall.Errno) uint32 {
+	switch en {
+	case 0:
+		return errIO // an error that claims success is still an error
+	case syscall.EPERM, syscall.EROFS, syscall.EACCES:
+		return errPerm
+	case syscall.EIO:
+		return errIO
+	case syscall.ENOMEM:
+		return errNoMem
+	case syscall.EINVAL:
+		return errInval
+	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+		return errNoSpc
+	case syscall.EOVERFLOW:
+		return errOverflow
+	case syscall.ENOTSUP:
+		return errNotSup
+	case syscall.ESHUTDOWN:
+		return errShutdown
+	}
+	return errIO
+}

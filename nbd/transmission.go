@@ -1,0 +1,213 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// transmit runs the transmission phase. The calling goroutine reads
+// requests; each valid request runs on its own worker goroutine; one writer
+// goroutine serialises the replies. transmit returns after the client sent
+// NBD_CMD_DISC (nil), went away, broke the protocol, or the server stopped,
+// and only once every worker and the writer have finished.
+func (c *conn) transmit() error {
+	c.budget = newBudget(c.srv.opts.MaxInFlight, c.srv.opts.MaxInFlightBytes)
+	// Every reply holds a budget slot until the writer has sent it, so the
+	// channel never holds more than MaxInFlight replies and sends never
+	// block.
+	c.replies = make(chan reply, c.srv.opts.MaxInFlight)
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- c.writeReplies() }() // owned by transmit
+
+	rerr := c.readRequests()
+
+	// Shutdown order: the reader has stopped; let in-flight requests finish
+	// and queue their replies; then let the writer drain and flush.
+	c.workers.Wait()
+	close(c.replies)
+	werr := <-writerDone
+	if rerr != nil {
+		return rerr
+	}
+	return werr
+}
+
+// readRequests is the reader loop.
+func (c *conn) readRequests() error {
+	var hb [requestHeaderLen]byte
+	for {
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+			if c.stopping.Load() || errors.Is(err, io.EOF) {
+				return nil // server stop, or client hung up between requests
+			}
+			return fmt.Errorf("read request: %w", err)
+		}
+		req, err := parseRequest(hb[:])
+		if err != nil {
+			return err // out of step with the client: drop the connection
+		}
+		if req.Type == cmdDisc {
+			c.log.Debug().Msg("nbd NBD_CMD_DISC")
+			return nil
+		}
+		if err := c.accept(req); err != nil {
+			if c.stopping.Load() {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// accept takes a request whose header has been read: it reads a WRITE
+// payload, and either queues an error reply or starts a worker.
+func (c *conn) accept(req request) error {
+	errno := c.geo.check(req)
+	var cost int64
+	if errno == 0 && (req.Type == cmdRead || req.Type == cmdWrite) {
+		cost = int64(req.Length)
+	}
+	// Wait for a slot before reading the payload: this is the backpressure
+	// that bounds memory and in-flight requests.
+	if !c.budget.acquire(cost, c.stopCh) {
+		return errStopped
+	}
+	if errno != 0 {
+		if req.hasPayload() {
+			// Stay in step with the stream: consume and drop the payload.
+			if _, err := io.CopyN(io.Discard, c.br, int64(req.Length)); err != nil {
+				c.budget.release(cost)
+				return fmt.Errorf("skip payload of rejected write: %w", err)
+			}
+		}
+		c.log.Debug().Uint16("type", req.Type).Uint64("offset", req.Offset).
+			Uint32("length", req.Length).Uint32("errno", errno).Msg("nbd request rejected")
+		c.replies <- reply{handle: req.Handle, errno: errno}
+		return nil
+	}
+	var buf *[]byte
+	if cost > 0 {
+		buf = getBuf(int(req.Length))
+	}
+	if req.hasPayload() {
+		if _, err := io.ReadFull(c.br, *buf); err != nil {
+			putBuf(buf)
+			c.budget.release(cost)
+			return fmt.Errorf("read write payload: %w", err)
+		}
+	}
+	c.workers.Add(1)
+	go c.work(req, buf, cost) // owned by the connection: transmit waits
+	return nil
+}
+
+var errStopped = errors.New("connection stopping")
+
+// work executes one request on the Backend and queues its reply.
+func (c *conn) work(req request, buf *[]byte, cost int64) {
+	defer c.workers.Done()
+	err := c.execute(req, buf)
+	r := reply{handle: req.Handle, buf: buf, cost: cost}
+	if err != nil {
+		r.errno = errnoOf(err, c.stopping.Load() || c.ctx.Err() != nil)
+		c.log.Warn().Err(err).Uint16("type", req.Type).Uint64("offset", req.Offset).
+			Uint32("length", req.Length).Uint32("errno", r.errno).Msg("nbd backend error")
+	} else if req.Type == cmdRead {
+		r.data = *buf
+	}
+	c.replies <- r
+}
+
+// execute performs a checked request, splitting READ and WRITE into
+// Backend calls of at most geometry.chunk bytes.
+func (c *conn) execute(req request, buf *[]byte) error {
+	b := c.exp.Backend
+	fua := req.Flags&cmdFlagFUA != 0
+	off := int64(req.Offset)
+	switch req.Type {
+	case cmdRead:
+		p := *buf
+		for len(p) > 0 {
+			n := min(len(p), int(c.geo.chunk))
+			if err := b.ReadAt(c.ctx, p[:n], off); err != nil {
+				return fmt.Errorf("read %d bytes at %d: %w", n, off, err)
+			}
+			p, off = p[n:], off+int64(n)
+		}
+		return nil
+	case cmdWrite:
+		p := *buf
+		for len(p) > 0 {
+			n := min(len(p), int(c.geo.chunk))
+			if err := b.WriteAt(c.ctx, p[:n], off, fua); err != nil {
+				return fmt.Errorf("write %d bytes at %d: %w", n, off, err)
+			}
+			p, off = p[n:], off+int64(n)
+		}
+		return nil
+	case cmdFlush:
+		if err := b.Flush(c.ctx); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+		return nil
+	case cmdTrim:
+		if err := b.Trim(c.ctx, off, int64(req.Length)); err != nil {
+			return fmt.Errorf("trim %d bytes at %d: %w", req.Length, off, err)
+		}
+		if fua {
+			// Trim has no FUA of its own; a flush makes it stable.
+			if err := b.Flush(c.ctx); err != nil {
+				return fmt.Errorf("flush after trim: %w", err)
+			}
+		}
+		return nil
+	case cmdWriteZeroes:
+		mayUnmap := req.Flags&cmdFlagNoHole == 0
+		if err := b.WriteZeroes(c.ctx, off, int64(req.Length), mayUnmap, fua); err != nil {
+			return fmt.Errorf("write zeroes %d bytes at %d: %w", req.Length, off, err)
+		}
+		return nil
+	}
+	// check lets no other type through.
+	return fmt.Errorf("execute: unexpected request type %d", req.Type)
+}
+
+// writeReplies is the writer loop: the only goroutine that writes to the
+// socket in the transmission phase. It batches replies in the bufio.Writer
+// and flushes whenever the queue is empty. After a write error it keeps
+// draining the queue (recycling buffers, returning budget) so workers never
+// block, and stops the reader.
+func (c *conn) writeReplies() error {
+	var werr error
+	var hdr [replyHeaderLen]byte
+	for r := range c.replies {
+		if werr == nil {
+			putSimpleReply(hdr[:], r.errno, r.handle)
+			_, werr = c.bw.Write(hdr[:])
+			if werr == nil && r.errno == 0 && len(r.data) > 0 {
+				_, werr = c.bw.Write(r.data)
+			}
+			if werr == nil && len(c.replies) == 0 {
+				werr = c.bw.Flush()
+			}
+			if werr != nil {
+				werr = fmt.Errorf("write reply: %w", werr)
+				c.stopReading()
+			}
+		}
+		putBuf(r.buf)
+		c.budget.release(r.cost)
+	}
+	if werr == nil {
+		if werr = c.bw.Flush(); werr != nil {
+			werr = fmt.Errorf("write reply: %w", werr)
+		}
+	}
+	if werr != nil && c.stopping.Load() && clientGone(werr) {
+		// The write deadline of Close, or a client that left: expected.
+		c.log.Debug().Err(werr).Dur("grace", closeWriteGrace).Msg("nbd replies dropped")
+		return nil
+	}
+	return werr
+}

@@ -1,0 +1,158 @@
+//go:build cgo
+
+package rdma
+
+/*
+#include <errno.h>
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+)
+
+// Poll fills out with completions from both queues, taking up to 64 in one
+// cgo call. It blocks until at least one completion is available, ctx is
+// done (ctx.Err()), the connection is disconnected and every work request
+// posted before has completed (ErrDisconnected), or Close is called
+// (ErrClosed). After a disconnect, outstanding work requests complete with
+// WCWRFlushErr before Poll reports ErrDisconnected.
+func (c *Conn) Poll(ctx context.Context, out []Completion) (int, error) {
+	if len(out) == 0 {
+		return 0, nil
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	for {
+		if c.closed.Load() {
+			return 0, fmt.Errorf("rdma poll: %w", ErrClosed)
+		}
+		n, err := c.pollCQ(out)
+		if err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if c.drained() {
+			return 0, fmt.Errorf("rdma poll: %w", ErrDisconnected)
+		}
+		if !c.armed {
+			if r := C.rd_arm(c.scq, c.rcq); r != 0 {
+				return 0, fmt.Errorf("rdma poll: ibv_req_notify_cq: %w", errnoErr(int(r)))
+			}
+			c.armed = true
+			continue // a completion may have arrived before arming
+		}
+		tags, err := c.w.wait(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+		if err := c.handleReady(tags); err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+	}
+}
+
+// handleReady consumes completion and CM events the waiter reported.
+func (c *Conn) handleReady(tags uint32) error {
+	if tags&tagComp != 0 {
+		r := C.rd_get_cq_events(c.compCh)
+		if r < 0 && r != -C.EAGAIN {
+			return fmt.Errorf("ibv_get_cq_event: %w", errnoErr(int(r)))
+		}
+		if r > 0 {
+			c.armed = false
+		}
+	}
+	if tags&tagCM != 0 {
+		return c.handleCMEvents()
+	}
+	return nil
+}
+
+// handleCMEvents reads pending CM events on an established connection; a
+// disconnect or device removal starts the disconnect and drain.
+func (c *Conn) handleCMEvents() error {
+	ev := (*C.struct_rd_event)(calloc(1, C.sizeof_struct_rd_event))
+	defer C.free(unsafe.Pointer(ev))
+	for {
+		r := C.rd_get_event(c.ch, ev)
+		if r == -C.EAGAIN {
+			return nil
+		}
+		if r != 0 {
+			return fmt.Errorf("rdma_get_cm_event: %w", errnoErr(int(r)))
+		}
+		switch CMEvent(ev._type) {
+		case CMEventDisconnected, CMEventDeviceRemoval:
+			c.startDisconnect()
+		}
+	}
+}
+
+// pollCQ takes completions from both CQs with one cgo call, dropping the
+// drain marker and counting receives.
+func (c *Conn) pollCQ(out []Completion) (int, error) {
+	c.stateMu.Lock()
+	if c.disconnected && !c.markerPosted {
+		c.postMarker()
+	}
+	c.stateMu.Unlock()
+	n := min(len(out), pollBatch)
+	got := C.rd_poll(c.scq, c.rcq, c.wcs, C.int(n))
+	if got < 0 {
+		return 0, fmt.Errorf("ibv_poll_cq: %w", errnoErr(int(got)))
+	}
+	k := 0
+	for _, wc := range unsafe.Slice(c.wcs, int(got)) {
+		if wc.recv != 0 {
+			c.recvPending.Add(-1)
+		} else if uint64(wc.id) == drainID {
+			c.markerSeen.Store(true)
+			continue
+		}
+		out[k] = toCompletion(&wc)
+		k++
+	}
+	return k, nil
+}
+
+func toCompletion(wc *C.struct_rd_wc) Completion {
+	cp := Completion{
+		ID:              uint64(wc.id),
+		Status:          WCStatus(wc.status),
+		ByteLen:         uint32(wc.byte_len),
+		InvalidatedRKey: uint32(wc.invalidated_rkey),
+		HasInvalidate:   wc.wc_flags&C.IBV_WC_WITH_INV != 0,
+		VendorErr:       uint32(wc.vendor_err),
+	}
+	switch {
+	case wc.recv != 0:
+		cp.Op = OpRecv
+	case wc.status != C.IBV_WC_SUCCESS:
+		cp.Op = OpSend
+	case wc.opcode == C.IBV_WC_RDMA_WRITE:
+		cp.Op = OpRDMAWrite
+	case wc.opcode == C.IBV_WC_RDMA_READ:
+		cp.Op = OpRDMARead
+	default:
+		cp.Op = OpSend
+	}
+	return cp
+}
+
+// drained reports whether the connection is disconnected and every work
+// request has completed.
+func (c *Conn) drained() bool {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.disconnected && c.markerSeen.Load() && c.recvPending.Load() <= 0
+}

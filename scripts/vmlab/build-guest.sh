@@ -1,0 +1,185 @@
+#!/bin/bash
+# build-guest.sh: build the vmlab guest (kernel, initramfs, ext4 root) from Debian packages
+# and cache it under $ISER_VMLAB_CACHE/guest-<hash>. The hash covers this script, the package
+# list, the two baked-in init scripts and the kernel package name, so a change to any of them
+# builds a new guest; otherwise the cached one is reused. Prints the guest directory on stdout.
+#
+# Usage: build-guest.sh [--force]
+# Needs (host, root): apt-get, dpkg-deb, mkfs.ext4 (e2fsprogs >= 1.43 for -d), cpio, xz,
+# sha256sum, flock; debootstrap is used from PATH or unpacked from its .deb.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${ISER_VMLAB_CACHE:-/var/cache/iser-attach-vmlab}
+KPKG=${ISER_VMLAB_KERNEL_PKG:-linux-image-6.12.107+deb12-amd64-unsigned}
+SUITE=bookworm
+FORCE=0
+[ "${1:-}" = --force ] && FORCE=1
+
+log() { echo "vmlab build: $*" >&2; }
+die() { echo "vmlab build: FAIL $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot, mkfs -d ownership)"
+for t in apt-get dpkg-deb mkfs.ext4 cpio xz gzip sha256sum flock chroot; do
+	command -v "$t" >/dev/null || die "host tool $t missing (apt-get install qemu-system-x86 e2fsprogs cpio xz-utils)"
+done
+
+PKGS=$(sed -e 's/#.*//' "$HERE/guest-packages.txt" | tr -s ' \t\n' '\n' | grep -v '^$' | sort -u | paste -sd, -)
+HASH=$( { cat "$HERE/build-guest.sh" "$HERE/guest-packages.txt" "$HERE/guest/initramfs-init" \
+	"$HERE/guest/rootfs-init"; echo "$KPKG $SUITE"; } | sha256sum | cut -c1-16)
+OUT="$CACHE/guest-$HASH"
+
+mkdir -p "$CACHE"
+exec 9>"$CACHE/build.lock"
+flock 9
+
+if [ "$FORCE" = 0 ] && [ -f "$OUT/stamp" ]; then
+	log "cached guest $OUT"
+	echo "$OUT"
+	exit 0
+fi
+
+# The host apt's own Debian mirror: the source that serves "$SUITE" (not -updates/-security),
+# from deb822 .sources files or one-line sources.list entries.
+mirror() {
+	local f
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		awk -v suite="$SUITE" '
+			function flush() { if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && uri != "") { print uri; found=1; exit } types=""; suites=""; uri="" }
+			/^[ \t]*$/ { flush(); next }
+			/^Types:/ { sub(/^Types:[ \t]*/, ""); types=$0 }
+			/^URIs:/ { sub(/^URIs:[ \t]*/, ""); split($0, u, " "); uri=u[1] }
+			/^Suites:/ { sub(/^Suites:[ \t]*/, ""); suites=$0 }
+			END { if (!found) flush() }' "$f"
+	done
+	cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk -v suite="$SUITE" '$1 == "deb" { i = 2; if ($2 ~ /^\[/) { while ($i !~ /\]$/) i++; i++ } if ($(i+1) == suite) print $i }'
+}
+MIRROR=${ISER_VMLAB_MIRROR:-$(mirror | grep -m1 .)} || true
+[ -n "$MIRROR" ] || die "no $SUITE mirror found in /etc/apt/sources.list*; set ISER_VMLAB_MIRROR"
+log "mirror $MIRROR, kernel $KPKG, output $OUT"
+
+WORK=$(mktemp -d "$CACHE/build.XXXXXX")
+cleanup() {
+	# debootstrap mounts proc/sys in the root; never let rm walk into them.
+	awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts | sort -r | xargs -r -n1 umount -l
+	rm -rf --one-file-system "$WORK"
+}
+trap cleanup EXIT
+DL="$CACHE/dl"
+mkdir -p "$DL" "$CACHE/debs"
+chmod 755 "$CACHE" "$DL" # apt-get download drops privileges to _apt
+
+# download PKG: fetch one .deb through the host's apt into $DL, print its path.
+download() {
+	local p=$1 f
+	f=$(ls "$DL/${p//+/%2b}"_*.deb "$DL/${p}"_*.deb 2>/dev/null | head -1 || true)
+	if [ -z "$f" ]; then
+		(cd "$DL" && apt-get download -q "$p" >&2) || die "step download-$p: apt-get download $p"
+		f=$(ls "$DL/${p//+/%2b}"_*.deb "$DL/${p}"_*.deb 2>/dev/null | head -1 || true)
+	fi
+	[ -n "$f" ] || die "step download-$p: no .deb after apt-get download"
+	echo "$f"
+}
+
+# Kernel.
+t0=$SECONDS
+dpkg-deb -x "$(download "$KPKG")" "$WORK/kernel" || die "step kernel-unpack"
+KVER=$(ls "$WORK/kernel/lib/modules")
+[ -n "$KVER" ] && [ -f "$WORK/kernel/boot/vmlinuz-$KVER" ] || die "step kernel-unpack: no vmlinuz in $KPKG"
+log "kernel $KVER unpacked ($((SECONDS - t0)) s)"
+
+# Root file system.
+t0=$SECONDS
+if command -v debootstrap >/dev/null; then
+	DEBOOTSTRAP=debootstrap
+else
+	dpkg-deb -x "$(download debootstrap)" "$WORK/debootstrap" || die "step debootstrap-unpack"
+	export DEBOOTSTRAP_DIR="$WORK/debootstrap/usr/share/debootstrap"
+	DEBOOTSTRAP="$WORK/debootstrap/usr/sbin/debootstrap"
+fi
+ROOT="$WORK/root"
+if ! "$DEBOOTSTRAP" --variant=minbase --include="$PKGS" --cache-dir="$CACHE/debs" \
+	"$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1; then
+	tail -30 "$WORK/debootstrap.log" >&2
+	[ -f "$ROOT/debootstrap/debootstrap.log" ] && tail -30 "$ROOT/debootstrap/debootstrap.log" >&2
+	die "step debootstrap ($SUITE from $MIRROR)"
+fi
+log "debootstrap done ($((SECONDS - t0)) s)"
+
+# Kernel modules into the root, minus hardware trees a TCG guest never loads.
+t0=$SECONDS
+mkdir -p "$ROOT/lib/modules"
+cp -a "$WORK/kernel/lib/modules/$KVER" "$ROOT/lib/modules/"
+M="$ROOT/lib/modules/$KVER/kernel"
+rm -rf "$M"/drivers/{gpu,media,staging,net/wireless,net/ethernet,bluetooth,iio,hwmon,isdn,input,hid,usb,mmc,video,platform,thunderbolt,edac,mtd,comedi,infiniband/hw} \
+	"$M"/{sound,net/wireless,net/mac80211,net/bluetooth}
+chroot "$ROOT" /sbin/depmod -a "$KVER" || die "step depmod (in the guest root)"
+cp "$WORK/kernel/boot/vmlinuz-$KVER" "$WORK/vmlinuz"
+
+# Trim and configure.
+rm -rf "$ROOT"/usr/share/{doc,man,info,locale,lintian,linda} "$ROOT"/var/cache/apt/*.bin \
+	"$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/debconf/*-old
+echo vmlab >"$ROOT/etc/hostname"
+printf '127.0.0.1 localhost\n127.0.1.1 vmlab\n' >"$ROOT/etc/hosts"
+echo "InitiatorName=iqn.2004-10.org.debian:vmlab" >"$ROOT/etc/iscsi/initiatorname.iscsi"
+install -m 755 "$HERE/guest/rootfs-init" "$ROOT/sbin/vmlab-init"
+mkdir -p "$ROOT"/mnt/host "$ROOT"/mnt/out
+echo "$KVER" >"$ROOT/etc/vmlab-kernel"
+
+# Initramfs: busybox-static from the guest root, ext4 and virtio_blk (decompressed), in
+# dependency order from modules.dep.
+IR="$WORK/initramfs"
+mkdir -p "$IR"/{bin,dev,proc,sys,newroot,lib/modules}
+cp "$ROOT/bin/busybox" "$IR/bin/busybox" || die "step initramfs: busybox-static not in guest root"
+for a in sh mount umount mkdir sleep insmod switch_root cat echo ls; do ln -s busybox "$IR/bin/$a"; done
+install -m 755 "$HERE/guest/initramfs-init" "$IR/init"
+DEP="$ROOT/lib/modules/$KVER/modules.dep"
+declare -A SEEN=()
+ORDER=()
+add_mod() { # add_mod PATH-relative-to-modules-dir: deps first
+	local rel=$1 d
+	[ -n "${SEEN[$rel]:-}" ] && return 0
+	SEEN[$rel]=1
+	for d in $(awk -F': *' -v m="$rel" '$1 == m { print $2 }' "$DEP"); do add_mod "$d"; done
+	ORDER+=("$rel")
+}
+for m in virtio_blk ext4 crc32c_generic; do
+	rel=$(awk -F: -v m="$m" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko(\.xz|\.zst|\.gz)?$/, "", n); gsub(/-/, "_", n) } n == m { print $1; exit }' "$DEP")
+	if [ -z "$rel" ]; then
+		grep -qw "$m" "$ROOT/lib/modules/$KVER/modules.builtin" || die "step initramfs: module $m neither built-in nor found"
+		continue
+	fi
+	add_mod "$rel"
+done
+: >"$IR/lib/modules/order"
+for rel in "${ORDER[@]}"; do
+	base=$(basename "$rel")
+	case $base in
+	*.xz) xz -dc "$ROOT/lib/modules/$KVER/$rel" >"$IR/lib/modules/${base%.xz}"; base=${base%.xz} ;;
+	*.zst) zstd -qdc "$ROOT/lib/modules/$KVER/$rel" >"$IR/lib/modules/${base%.zst}"; base=${base%.zst} ;;
+	*) cp "$ROOT/lib/modules/$KVER/$rel" "$IR/lib/modules/$base" ;;
+	esac
+	echo "$base" >>"$IR/lib/modules/order"
+done
+(cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) >"$WORK/initrd.img" || die "step initramfs-pack"
+
+# Root image: the tree plus 1.5 GiB free for fileio LUNs and logs (sparse on the host;
+# qemu runs it with snapshot=on, so the image itself never changes).
+USED=$(du -sm "$ROOT" | cut -f1)
+SIZE=$((USED * 12 / 10 + 1536))
+mkfs.ext4 -q -F -L vmlab-root -d "$ROOT" -E root_owner=0:0 "$WORK/root.ext4" "${SIZE}M" ||
+	die "step mkfs (mkfs.ext4 -d, root ${USED} MiB)"
+log "modules, initramfs, image ${SIZE} MiB done ($((SECONDS - t0)) s)"
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+mv "$WORK/vmlinuz" "$WORK/initrd.img" "$WORK/root.ext4" "$OUT/"
+{ echo "kernel=$KVER"; echo "kpkg=$KPKG"; echo "mirror=$MIRROR"; echo "packages=$PKGS"; date -u +built=%FT%TZ; } >"$OUT/stamp.tmp"
+mv "$OUT/stamp.tmp" "$OUT/stamp"
+ln -sfn "guest-$HASH" "$CACHE/current"
+# Older guests are dead weight (each is ~1-2 GiB sparse).
+for d in "$CACHE"/guest-*; do [ "$d" = "$OUT" ] || rm -rf "$d"; done
+log "guest ready: $OUT"
+echo "$OUT"
