@@ -1,9 +1,7 @@
 package initiator
 
 import (
-	"context"
 	"crypto/rand"
-	"fmt"
 )
 
 // Transports accepted by DialDatamover.
@@ -12,18 +10,6 @@ const (
 	TransportISER = "iser"
 	TransportAuto = "auto"
 )
-
-// DialDatamover opens a connection to a portal (host:port) with the named
-// transport.
-func DialDatamover(ctx context.Context, transport, addr string) (Datamover, error) {
-	switch transport {
-	case "", TransportTCP:
-		return DialTCP(ctx, addr)
-	case TransportISER, TransportAuto:
-		return dialISER(ctx, transport, addr)
-	}
-	return nil, fmt.Errorf("dial %s: unknown transport %q (want tcp, iser or auto)", addr, transport)
-}
 
 // NewISID returns a random-format ISID (RFC 7143 section 11.12.5: T=10b).
 func NewISID() ISID {

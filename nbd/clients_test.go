@@ -39,6 +39,7 @@ func runTool(t *testing.T, timeout time.Duration, name string, args ...string) (
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = t.TempDir() // tools such as fio drop state files in their cwd
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %s: timed out after %v\n%s", name, strings.Join(args, " "), timeout, out)
@@ -303,7 +304,7 @@ func TestFioVerify(t *testing.T) {
 	})
 	out := mustRun(t, 120*time.Second, fio, "--name=verify", "--ioengine=nbd",
 		"--uri="+ts.uri("fio"), "--rw=randwrite", "--bsrange=4k-128k", "--iodepth=32",
-		"--size=16m", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1",
+		"--size=16m", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0",
 		"--output-format=json")
 	var res struct {
 		Jobs []struct {

@@ -97,8 +97,8 @@ func (c *conn) serve() {
 	}
 	exp, g, err := c.handshake()
 	if err != nil {
-		if c.stopping.Load() {
-			c.log.Debug().Err(err).Msg("nbd handshake interrupted by shutdown")
+		if c.stopping.Load() || clientGone(err) {
+			c.log.Debug().Err(err).Msg("nbd handshake ended early")
 		} else {
 			c.log.Warn().Err(err).Msg("nbd handshake failed")
 		}
@@ -127,8 +127,8 @@ func (c *conn) serve() {
 	}
 }
 
-// readErr describes a failed socket read for the logs: a client that just
-// goes away is not an error.
+// clientGone reports an error that means the peer left (or a deadline of
+// ours fired), which is logged quietly.
 func clientGone(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF)

@@ -71,6 +71,6 @@
 // Backend, so in-flight calls return early (answered with ESHUTDOWN), and
 // gives the writer one second to deliver before its writes fail; then it
 // waits for every connection goroutine. Cancelling the ctx given to Serve
-// does the same as Close for that listener's connections. Close and
-// Shutdown are idempotent.
+// does what Shutdown does, for that listener and its connections only (it
+// does not cancel Backend calls). Close and Shutdown are idempotent.
 package nbd

@@ -129,9 +129,15 @@ func (s *Server) lookup(name string) (*Export, bool) {
 
 // Serve accepts connections on l and serves each in its own goroutine until
 // ctx is done or the server is closed. It closes l before returning, and
-// returns only after every connection it accepted has ended. Cancelling ctx
-// ends those connections the way Close does. The result is ErrServerClosed
-// after Close/Shutdown, ctx.Err() after cancellation, or the accept error.
+// returns only after every connection it accepted has ended.
+//
+// Cancelling ctx stops this listener gracefully, like Shutdown does for the
+// whole server: l is closed, its connections stop reading requests, and the
+// requests already read are answered before each connection closes. Backend
+// calls are not cancelled; a caller that cannot wait for them calls Close
+// (or Shutdown with a deadline). The result is ctx.Err() after
+// cancellation, ErrServerClosed after Close/Shutdown, or the accept error
+// (after which Serve ends its connections as Close would).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -144,10 +150,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 	serveCtx, cancel := context.WithCancel(s.base)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		cancel()
-		l.Close()
-	})
+	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 
 	// Connections accepted by this Serve. After Close or Shutdown they are
@@ -201,6 +204,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			defer conns.Done()
+			defer context.AfterFunc(ctx, c.stopReading)()
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)

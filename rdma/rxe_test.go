@@ -84,9 +84,12 @@ func checkLeaks(t *testing.T) {
 	})
 }
 
+// leaked compares restrack counts. "ctx" is left out: librdmacm opens one
+// device context per device on first use and keeps it for the process
+// (40-rdma.sh compares the counts after the process has exited).
 func leaked(before, after map[string]uint64) bool {
 	for k, v := range after {
-		if v > before[k] {
+		if k != "ctx" && v > before[k] {
 			return true
 		}
 	}
@@ -197,7 +200,12 @@ func TestSendRecvPingPong(t *testing.T) {
 		if err := p.server.PostRecv([]RecvWR{{ID: uint64(1000 + i), SGE: sbuf.SGE(0, 4096)}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.client.PostRecv([]RecvWR{{ID: uint64(2000 + i), SGE: cbuf.SGE(4096, 4096)}}); err != nil {
+		// Two receives for the two-part pong, posted as one batch.
+		err := p.client.PostRecv([]RecvWR{
+			{ID: uint64(2000 + i), SGE: cbuf.SGE(4096, 2048)},
+			{ID: uint64(2500 + i), SGE: cbuf.SGE(6144, 2048)},
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		hdr, data := cbuf.Bytes()[:76], cbuf.Bytes()[512:512+300]
@@ -207,7 +215,7 @@ func TestSendRecvPingPong(t *testing.T) {
 		for j := range data {
 			data[j] = byte(3*i + j)
 		}
-		err := p.client.PostSend([]SendWR{{ID: uint64(i), Signaled: true, SGEs: []SGE{cbuf.SGE(0, 76), cbuf.SGE(512, 300)}}})
+		err = p.client.PostSend([]SendWR{{ID: uint64(i), Signaled: true, SGEs: []SGE{cbuf.SGE(0, 76), cbuf.SGE(512, 300)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,16 +240,13 @@ func TestSendRecvPingPong(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantCompletion(t, pollOne(t, p.server), uint64(3000+i), OpSend)
+		// Receives complete in the order they were posted.
 		for k, want := range []string{"po", "ng"} {
 			c := pollOne(t, p.client)
-			wantCompletion(t, c, uint64(2000+i), OpRecv)
-			if k == 0 {
-				if err := p.client.PostRecv([]RecvWR{{ID: uint64(2000 + i), SGE: cbuf.SGE(4096, 4096)}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if c.ByteLen != 2 || string(cbuf.Bytes()[4096:4098]) != want {
-				t.Fatalf("pong %d: %d bytes %q", k, c.ByteLen, cbuf.Bytes()[4096:4098])
+			wantCompletion(t, c, uint64(2000+500*k+i), OpRecv)
+			off := 4096 + 2048*k
+			if c.ByteLen != 2 || string(cbuf.Bytes()[off:off+2]) != want {
+				t.Fatalf("pong %d: %d bytes %q", k, c.ByteLen, cbuf.Bytes()[off:off+2])
 			}
 		}
 	}

@@ -53,7 +53,8 @@ func openLUN(ctx context.Context, c *cli.Context) (*initiator.LUN, error) {
 	lctx, cancel := context.WithTimeout(ctx, c.Duration("login-timeout"))
 	defer cancel()
 	transport := c.String("transport")
-	dm, err := initiator.DialDatamover(lctx, transport, addr)
+	dm, err := initiator.DialDatamover(lctx, initiator.DialConfig{
+		Transport: transport, Addr: addr, QueueDepth: c.Int("queue-depth"), Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,21 @@ func (s Status) errno() syscall.Errno {
 	return syscall.EIO
 }
 
+// Error is what *SenseError and *StatusError have in common; get it with
+// errors.As(err, &e) where e is a scsi.Error.
+type Error interface {
+	error
+	// Retryable reports whether sending the same command again can succeed.
+	Retryable() bool
+	// Errno is the errno Linux would report for the failure.
+	Errno() syscall.Errno
+}
+
+var (
+	_ Error = (*SenseError)(nil)
+	_ Error = (*StatusError)(nil)
+)
+
 // StatusError is a non-good SCSI status that came without sense data.
 type StatusError struct {
 	Status Status

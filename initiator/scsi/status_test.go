@@ -42,6 +42,14 @@ func TestCheckStatus(t *testing.T) {
 		t.Errorf("Error() = %q", err.Error())
 	}
 
+	var e Error
+	if !errors.As(err, &e) || !e.Retryable() {
+		t.Errorf("errors.As(TASK SET FULL, scsi.Error) failed: %v", err)
+	}
+	if !errors.As(CheckStatus(StatusCheckCondition, ua), &e) || e.Errno() != syscall.EIO {
+		t.Errorf("errors.As(sense error, scsi.Error) failed")
+	}
+
 	err = CheckStatus(StatusReservationConflict, nil)
 	if !errors.As(err, &st) || st.Retryable() || st.Errno() != syscall.EBADE {
 		t.Errorf("CheckStatus(RESERVATION CONFLICT) = %#v", err)

@@ -8,6 +8,9 @@
 # Needs (host, root): apt-get, dpkg-deb, mkfs.ext4 (e2fsprogs >= 1.43 for -d), cpio, xz,
 # sha256sum, flock; debootstrap is used from PATH or unpacked from its .deb.
 set -euo pipefail
+# The braces make bash read the whole script before running it: editing the file while a
+# run is in progress cannot change that run.
+{
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${ISER_VMLAB_CACHE:-/var/cache/iser-attach-vmlab}
@@ -115,6 +118,9 @@ cp -a "$WORK/kernel/lib/modules/$KVER" "$ROOT/lib/modules/"
 M="$ROOT/lib/modules/$KVER/kernel"
 rm -rf "$M"/drivers/{gpu,media,staging,net/wireless,net/ethernet,bluetooth,iio,hwmon,isdn,input,hid,usb,mmc,video,platform,thunderbolt,edac,mtd,comedi,infiniband/hw} \
 	"$M"/{sound,net/wireless,net/mac80211,net/bluetooth}
+# Decompressed modules load much faster under TCG than .ko.xz (the guest kernel would inflate
+# them on every modprobe in emulated code).
+find "$M" -name '*.ko.xz' -print0 | xargs -0 -r -n 64 -P "$(nproc)" xz -d || die "step modules-decompress"
 chroot "$ROOT" /sbin/depmod -a "$KVER" || die "step depmod (in the guest root)"
 cp "$WORK/kernel/boot/vmlinuz-$KVER" "$WORK/vmlinuz"
 
@@ -169,7 +175,7 @@ done
 # qemu runs it with snapshot=on, so the image itself never changes).
 USED=$(du -sm "$ROOT" | cut -f1)
 SIZE=$((USED * 12 / 10 + 1536))
-mkfs.ext4 -q -F -L vmlab-root -d "$ROOT" -E root_owner=0:0 "$WORK/root.ext4" "${SIZE}M" ||
+mkfs.ext4 -q -F -L vmlab-root -d "$ROOT" -E root_owner=0:0 "$WORK/root.ext4" "${SIZE}M" >/dev/null ||
 	die "step mkfs (mkfs.ext4 -d, root ${USED} MiB)"
 log "modules, initramfs, image ${SIZE} MiB done ($((SECONDS - t0)) s)"
 
@@ -180,6 +186,12 @@ mv "$WORK/vmlinuz" "$WORK/initrd.img" "$WORK/root.ext4" "$OUT/"
 mv "$OUT/stamp.tmp" "$OUT/stamp"
 ln -sfn "guest-$HASH" "$CACHE/current"
 # Older guests are dead weight (each is ~1-2 GiB sparse).
-for d in "$CACHE"/guest-*; do [ "$d" = "$OUT" ] || rm -rf "$d"; done
+# vmlab.sh holds a shared lock on a guest's stamp while its VM runs; skip guests in use.
+for d in "$CACHE"/guest-*; do
+	[ "$d" = "$OUT" ] && continue
+	if [ ! -f "$d/stamp" ] || flock -n -x "$d/stamp" true; then rm -rf "$d"; fi
+done
 log "guest ready: $OUT"
 echo "$OUT"
+exit
+}

@@ -22,6 +22,9 @@
 #   VMLAB_FIO_SECONDS    seconds per fio workload in bench (default 5; e2e uses 2)
 #   VMLAB_TEST_TIMEOUT   per-test timeout inside the guest (default 300)
 set -euo pipefail
+# The braces make bash read the whole script before running it: editing the file while a
+# run is in progress cannot change that run.
+{
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -78,6 +81,9 @@ boot() {
 	need_host_tools
 	g=$(guest_dir)
 	[ "$job" = shell ] || host_build
+	# A shared lock on the stamp keeps a concurrent rebuild from deleting this guest.
+	exec 8<"$g/stamp"
+	flock -s 8
 	OUT=${ISER_VMLAB_OUT:-$CACHE/results/$job-$(date +%Y%m%d-%H%M%S)}
 	mkdir -p "$OUT"
 	OUT=$(cd "$OUT" && pwd)
@@ -195,3 +201,5 @@ table)
 	usage
 	;;
 esac
+exit
+}

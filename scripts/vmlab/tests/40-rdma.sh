@@ -21,6 +21,8 @@ step rdma-no-leaks cmp "$VMLAB_RESULTS/resources-before.txt" "$VMLAB_RESULTS/res
 step cli-binary test -x "$VMLAB_BIN/iser-attach"
 step cli-rdma-list sh -c "iser-attach rdma list | tee '$VMLAB_RESULTS/rdma-list.txt' | grep -E '^rxe0 +1 +ACTIVE +LINK_UP +rxe-net0 '"
 step cli-rdma-list-json sh -c "iser-attach rdma list --json | tee '$VMLAB_RESULTS/rdma-list.json' | grep -q '\"netdev\": \"rxe-net0\"'"
+# iSER needs a cgo build that loads rdma-core (vmlab.sh builds with CGO_ENABLED=1).
+step cli-rdma-core-loaded grep -q '"rdma_core": "ok"' "$VMLAB_RESULTS/rdma-list.json"
 # Setup is idempotent on the same netdev and refuses another one.
 step cli-rdma-setup iser-attach rdma setup --netdev rxe-net0 --name rxe0
 step cli-rdma-setup-conflict sh -c '! iser-attach rdma setup --netdev lo --name rxe0'

@@ -1,0 +1,587 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/iser-attach/iser-attach/initiator/textkey"
+	"github.com/iser-attach/iser-attach/rdma"
+)
+
+// RDMAConn is the connected RDMA endpoint the iSER datamover runs on. Package
+// rdma's *Conn implements it (through rdmaConn); tests use a fake.
+type RDMAConn interface {
+	PeerPrivateData() []byte
+	RegisterMemory(size int) (RDMAMemory, error)
+	PostSend(wrs []rdma.SendWR) error
+	PostRecv(wrs []rdma.RecvWR) error
+	// Poll blocks until at least one completion, ctx ends, the connection
+	// is disconnected and drained, or it is closed.
+	Poll(ctx context.Context, out []rdma.Completion) (int, error)
+	Disconnect() error
+	// Close drains and releases the connection and its memory regions.
+	Close() error
+	RemoteAddr() string
+}
+
+// RDMAMemory is registered memory: the device may read and write it.
+type RDMAMemory interface {
+	Bytes() []byte
+	Addr() uint64
+	LKey() uint32
+	RKey() uint32
+}
+
+// iSER sizes (see ../shared/ISER-WIRE.md).
+const (
+	iserHeadersLen = ISERHeaderLen + BHSLen
+	// iserRecvDataLen is the InitiatorRecvDataSegmentLength we declare.
+	iserRecvDataLen = 8192
+	iserRecvBufLen  = iserHeadersLen + iserRecvDataLen + 4 // + optional padding
+	// A send slot holds the iSER header, BHS, AHS room and a control PDU's
+	// data segment (login, text, NOP ping data).
+	iserSendAHSRoom = 52
+	iserSendSlotLen = iserHeadersLen + iserSendAHSRoom + 8192
+	// iserMaxImmediate caps immediate data: LIO takes at most 8192 bytes
+	// of data in the SEND of a command.
+	iserMaxImmediate = 8192
+	// iserControlSlots are send slots beyond the queue depth, for NOP-Out,
+	// task management, text and logout.
+	iserControlSlots = 16
+	// iserSpareData are data slots beyond the queue depth: a slot whose task
+	// was aborted without an answer stays out of use until teardown.
+	iserSpareData = 8
+	iserPollBatch = 32
+)
+
+// work request ids: kind in the top byte, slot index below.
+const (
+	wrRecv = 1 << 56
+	wrSend = 2 << 56
+	wrMask = 0xff << 56
+)
+
+// ISERDatamover is the iSER datamover (RFC 7145) over one RDMA RC
+// connection, as Linux targets (LIO isert, tgt) expect it.
+//
+// Memory: two regions registered once. The control region holds the
+// receive ring and the send slots; the data region holds one 512 KiB slot
+// per command (queue depth + spare). A command's read buffer is advertised
+// with the data region's rkey (the target RDMA-WRITEs into it), a write
+// buffer likewise (the target RDMA-READs from it). Callers' buffers outside
+// the data region are bounced through a slot; buffers carved from
+// DataRegion go without a copy.
+//
+// Goroutines: a poller, started by NewISERDatamover, owns the completion
+// queue: it frees send slots, turns receives into PDUs for Recv and
+// reposts the receive buffers. Close disconnects, lets the poller drain
+// every outstanding work request, and only then releases the memory.
+type ISERDatamover struct {
+	conn  RDMAConn
+	ctrl  RDMAMemory
+	data  RDMAMemory
+	nRecv int
+	nSend int
+	slot  int // data slot size
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	freeSend []int
+	freeData []int
+	posted   []bool
+	tasks    map[uint32]*iserTask
+	params   Params
+	ffp      bool
+	closed   bool
+	err      error
+
+	memMu   sync.RWMutex // held (R) while copying from the data region
+	memGone bool
+
+	pdus      chan *PDU
+	stop      chan struct{}
+	pollerOut chan struct{}
+	closeOnce sync.Once
+}
+
+type iserTask struct {
+	t         *Task
+	slot      int // data slot, or -1 when the caller's buffer is in the region
+	base      int // offset of the buffer in the data region
+	responded bool
+}
+
+// NewISERDatamover runs iSER over an established RDMA connection, for up to
+// queueDepth commands in flight. On error conn is closed.
+func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
+	if queueDepth <= 0 {
+		queueDepth = 128
+	}
+	d := &ISERDatamover{
+		conn:  conn,
+		nRecv: queueDepth + iserControlSlots,
+		nSend: queueDepth + iserControlSlots,
+		slot:  MaxTransfer,
+		tasks: make(map[uint32]*iserTask),
+		pdus:  make(chan *PDU, queueDepth+iserControlSlots),
+		stop:  make(chan struct{}), pollerOut: make(chan struct{}),
+		params: DefaultParams(),
+	}
+	d.cond = sync.NewCond(&d.mu)
+	var err error
+	if d.ctrl, err = conn.RegisterMemory(d.nRecv*iserRecvBufLen + d.nSend*iserSendSlotLen); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("iser: register control buffers: %w", err)
+	}
+	nData := queueDepth + iserSpareData
+	if d.data, err = conn.RegisterMemory(nData * d.slot); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("iser: register %d MiB data buffers (check RLIMIT_MEMLOCK): %w", nData*d.slot>>20, err)
+	}
+	d.posted = make([]bool, d.nRecv)
+	for i := d.nSend - 1; i >= 0; i-- {
+		d.freeSend = append(d.freeSend, i)
+	}
+	for i := nData - 1; i >= 0; i-- {
+		d.freeData = append(d.freeData, i)
+	}
+	go d.poller()
+	return d, nil
+}
+
+// Transport implements Datamover.
+func (d *ISERDatamover) Transport() string { return TransportISER }
+
+// RemoteAddr implements Datamover.
+func (d *ISERDatamover) RemoteAddr() string { return d.conn.RemoteAddr() }
+
+// DataRegion returns the registered data memory: buffers carved from it
+// (slot-sized, slot-aligned) go to the target without a copy.
+func (d *ISERDatamover) DataRegion() []byte { return d.data.Bytes() }
+
+// OperationalKeys implements Datamover: the iSER keys Linux targets
+// negotiate; no digests and no MaxRecvDataSegmentLength (RFC 7145 section 6).
+func (d *ISERDatamover) OperationalKeys(n *textkey.Negotiation, want Params) {
+	_ = n.Offer("RDMAExtensions", "Yes")
+	_ = n.Offer("InitiatorRecvDataSegmentLength", fmt.Sprint(iserRecvDataLen))
+	_ = n.Offer("TargetRecvDataSegmentLength", fmt.Sprint(iserRecvDataLen))
+}
+
+// AllocateConnectionResources implements Datamover: post the whole receive
+// ring before the final Login Request.
+func (d *ISERDatamover) AllocateConnectionResources(Params) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var wrs []rdma.RecvWR
+	for i := range d.posted {
+		if !d.posted[i] {
+			d.posted[i] = true
+			wrs = append(wrs, d.recvWR(i))
+		}
+	}
+	if len(wrs) == 0 {
+		return nil
+	}
+	if err := d.conn.PostRecv(wrs); err != nil {
+		return fmt.Errorf("iser: post receive ring: %w", err)
+	}
+	return nil
+}
+
+// NoticeKeyValues implements Datamover.
+func (d *ISERDatamover) NoticeKeyValues(p Params) error {
+	if !p.RDMAExtensions {
+		return errors.New("iser: the target did not accept RDMAExtensions=Yes")
+	}
+	if p.HeaderDigest || p.DataDigest {
+		return errors.New("iser: digests negotiated on an iSER connection")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.params, d.ffp = p, true
+	return nil
+}
+
+func (d *ISERDatamover) recvWR(i int) rdma.RecvWR {
+	return rdma.RecvWR{ID: wrRecv | uint64(i), SGE: rdma.SGE{
+		Addr: d.ctrl.Addr() + uint64(i*iserRecvBufLen), Length: iserRecvBufLen, LKey: d.ctrl.LKey()}}
+}
+
+func (d *ISERDatamover) sendSlot(i int) (buf []byte, addr uint64) {
+	off := d.nRecv*iserRecvBufLen + i*iserSendSlotLen
+	return d.ctrl.Bytes()[off : off+iserSendSlotLen], d.ctrl.Addr() + uint64(off)
+}
+
+// getSendLocked takes a free send slot, waiting for a send completion.
+func (d *ISERDatamover) getSendLocked() (int, error) {
+	for len(d.freeSend) == 0 && !d.closed {
+		d.cond.Wait()
+	}
+	if d.closed {
+		return 0, d.closedErr()
+	}
+	i := d.freeSend[len(d.freeSend)-1]
+	d.freeSend = d.freeSend[:len(d.freeSend)-1]
+	return i, nil
+}
+
+func (d *ISERDatamover) closedErr() error {
+	if d.err != nil {
+		return d.err
+	}
+	return fmt.Errorf("iser: %w", net_ErrClosed)
+}
+
+// net_ErrClosed mirrors net.ErrClosed without importing net here.
+var net_ErrClosed = errors.New("use of closed network connection")
+
+// SendPDU implements Datamover. During login it posts one receive before
+// each Login Request (CHAP takes several rounds).
+func (d *ISERDatamover) SendPDU(p *PDU) error {
+	if len(p.Data) > iserSendSlotLen-iserHeadersLen-iserSendAHSRoom {
+		return fmt.Errorf("iser send %s: data segment of %d bytes", p.BHS.Opcode(), len(p.Data))
+	}
+	if len(p.AHS) > iserSendAHSRoom {
+		return fmt.Errorf("iser send %s: AHS of %d bytes", p.BHS.Opcode(), len(p.AHS))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.ffp && p.BHS.Opcode() == OpLoginReq {
+		if err := d.postOneRecvLocked(); err != nil {
+			return err
+		}
+	}
+	i, err := d.getSendLocked()
+	if err != nil {
+		return err
+	}
+	buf, addr := d.sendSlot(i)
+	(&ISERHeader{Flags: ISERFlagControl}).Marshal(buf)
+	p.BHS.SetTotalAHSLength(len(p.AHS))
+	p.BHS.SetDataSegmentLength(len(p.Data))
+	n := copy(buf[ISERHeaderLen:], p.BHS[:])
+	n += copy(buf[ISERHeaderLen+n:], p.AHS)
+	n += copy(buf[ISERHeaderLen+n:], p.Data)
+	return d.postSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
+}
+
+func (d *ISERDatamover) postOneRecvLocked() error {
+	for i := range d.posted {
+		if !d.posted[i] {
+			d.posted[i] = true
+			if err := d.conn.PostRecv([]rdma.RecvWR{d.recvWR(i)}); err != nil {
+				return fmt.Errorf("iser: post login receive: %w", err)
+			}
+			return nil
+		}
+	}
+	return nil // all posted already
+}
+
+func (d *ISERDatamover) postSendLocked(i int, sges []rdma.SGE) error {
+	err := d.conn.PostSend([]rdma.SendWR{{ID: wrSend | uint64(i), SGEs: sges, Signaled: true, Op: rdma.OpSend}})
+	if err != nil {
+		d.freeSend = append(d.freeSend, i)
+		return fmt.Errorf("iser: post send: %w", err)
+	}
+	return nil
+}
+
+// regionOffset reports where b lies in the data region, or -1.
+func (d *ISERDatamover) regionOffset(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	region := d.data.Bytes()
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < start || p+uintptr(len(b)) > start+uintptr(len(region)) {
+		return -1
+	}
+	return int(p - start)
+}
+
+// SendCommand implements Datamover: the command's SEND carries immediate
+// data and the STag and address of the buffer the target reads or writes.
+func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
+	n := len(t.Read) + len(t.Write)
+	if n > d.slot {
+		return fmt.Errorf("iser: %d-byte transfer exceeds %d", n, d.slot)
+	}
+	buf := t.Read
+	if len(t.Write) > 0 {
+		buf = t.Write
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return d.closedErr()
+	}
+	st := &iserTask{t: t, slot: -1}
+	if n > 0 {
+		if off := d.regionOffset(buf); off >= 0 {
+			st.base = off
+		} else {
+			if len(d.freeData) == 0 {
+				return errors.New("iser: no free data buffer (too many aborted commands)")
+			}
+			st.slot = d.freeData[len(d.freeData)-1]
+			d.freeData = d.freeData[:len(d.freeData)-1]
+			st.base = st.slot * d.slot
+			copy(d.data.Bytes()[st.base:], t.Write)
+		}
+	}
+	addr := d.data.Addr() + uint64(st.base)
+	imm := 0
+	if len(t.Write) > 0 && d.params.ImmediateData {
+		imm = min(len(t.Write), int(d.params.FirstBurstLength), int(d.params.TargetRecvDataSegmentLength), iserMaxImmediate)
+	}
+	h := ISERHeader{Flags: ISERFlagControl}
+	if len(t.Read) > 0 {
+		h.Flags |= ISERFlagRSV
+		h.ReadSTag, h.ReadVA = d.data.RKey(), addr
+	}
+	if len(t.Write) > imm {
+		// The target RDMA-READs what immediate data did not carry: the
+		// address is past the bytes already sent (the write offset rule).
+		h.Flags |= ISERFlagWSV
+		h.WriteSTag, h.WriteVA = d.data.RKey(), addr+uint64(imm)
+	}
+	i, err := d.getSendLocked()
+	if err != nil {
+		d.releaseLocked(st)
+		return err
+	}
+	sbuf, saddr := d.sendSlot(i)
+	h.Marshal(sbuf)
+	cmd.Final = true // never unsolicited Data-Out over iSER
+	var b BHS
+	cmd.Marshal(&b)
+	b.SetDataSegmentLength(imm)
+	copy(sbuf[ISERHeaderLen:], b[:])
+	sges := []rdma.SGE{{Addr: saddr, Length: iserHeadersLen, LKey: d.ctrl.LKey()}}
+	if imm > 0 {
+		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: d.data.LKey()})
+	}
+	t.dm = st
+	d.tasks[cmd.ITT] = st
+	if err := d.postSendLocked(i, sges); err != nil {
+		delete(d.tasks, cmd.ITT)
+		d.releaseLocked(st)
+		return err
+	}
+	return nil
+}
+
+func (d *ISERDatamover) releaseLocked(st *iserTask) {
+	if st.slot >= 0 {
+		d.freeData = append(d.freeData, st.slot)
+		st.slot = -1
+	}
+}
+
+// TaskDone implements Datamover. After a SCSI Response the target is done
+// with the buffer: read data is copied out of a bounce slot and the slot
+// reused. Without one (an aborted task) the slot is kept out of use until
+// teardown, so a late RDMA WRITE cannot land in a reused buffer.
+func (d *ISERDatamover) TaskDone(t *Task) {
+	d.mu.Lock()
+	st, _ := t.dm.(*iserTask)
+	if st == nil || d.tasks[t.ITT] != st {
+		d.mu.Unlock()
+		return
+	}
+	delete(d.tasks, t.ITT)
+	responded := st.responded
+	d.mu.Unlock()
+	if !responded || st.slot < 0 {
+		return
+	}
+	if len(t.Read) > 0 {
+		d.memMu.RLock()
+		if !d.memGone {
+			copy(t.Read, d.data.Bytes()[st.base:st.base+len(t.Read)])
+		}
+		d.memMu.RUnlock()
+	}
+	d.mu.Lock()
+	d.releaseLocked(st)
+	d.mu.Unlock()
+}
+
+// Recv implements Datamover.
+func (d *ISERDatamover) Recv() (*PDU, error) {
+	p, ok := <-d.pdus
+	if !ok {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return nil, d.closedErr()
+	}
+	return p, nil
+}
+
+// fail records the first error and wakes senders.
+func (d *ISERDatamover) fail(err error) {
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+	}
+	d.closed = true
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+// poller owns the completion queue until the connection drains or closes.
+func (d *ISERDatamover) poller() {
+	defer close(d.pollerOut)
+	defer close(d.pdus)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	wcs := make([]rdma.Completion, iserPollBatch)
+	for {
+		n, err := d.conn.Poll(ctx, wcs)
+		if err != nil {
+			d.fail(fmt.Errorf("iser: connection: %w", err))
+			return
+		}
+		for _, wc := range wcs[:n] {
+			if err := d.complete(&wc); err != nil {
+				d.fail(err)
+				_ = d.conn.Disconnect() // flushes what is outstanding
+			}
+		}
+		select {
+		case <-d.stop:
+			return
+		default:
+		}
+	}
+}
+
+// complete handles one work completion.
+func (d *ISERDatamover) complete(wc *rdma.Completion) error {
+	idx := int(wc.ID &^ wrMask)
+	switch wc.ID & wrMask {
+	case wrSend:
+		d.mu.Lock()
+		d.freeSend = append(d.freeSend, idx)
+		d.cond.Signal()
+		closed := d.closed
+		d.mu.Unlock()
+		if err := wc.Err(); err != nil && !closed {
+			return fmt.Errorf("iser: send: %w", err)
+		}
+		return nil
+	case wrRecv:
+		d.mu.Lock()
+		d.posted[idx] = false
+		closed := d.closed
+		d.mu.Unlock()
+		if err := wc.Err(); err != nil {
+			if closed {
+				return nil
+			}
+			return fmt.Errorf("iser: receive: %w", err)
+		}
+		p, err := d.parseRecv(idx, wc)
+		if err != nil {
+			return err
+		}
+		if err := d.repost(idx); err != nil {
+			return err
+		}
+		select {
+		case d.pdus <- p:
+		case <-d.stop:
+		}
+		return nil
+	}
+	return fmt.Errorf("iser: completion with unknown id %#x", wc.ID)
+}
+
+func (d *ISERDatamover) repost(i int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.posted[i] {
+		return nil
+	}
+	d.posted[i] = true
+	if err := d.conn.PostRecv([]rdma.RecvWR{d.recvWR(i)}); err != nil {
+		return fmt.Errorf("iser: repost receive: %w", err)
+	}
+	return nil
+}
+
+// parseRecv copies a received PDU out of receive buffer i.
+func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
+	if wc.HasInvalidate {
+		return nil, fmt.Errorf("iser: target invalidated rkey %#x, refused in the CM private data", wc.InvalidatedRKey)
+	}
+	n := int(wc.ByteLen)
+	if n < iserHeadersLen || n > iserRecvBufLen {
+		return nil, fmt.Errorf("iser: received %d bytes", n)
+	}
+	buf := d.ctrl.Bytes()[i*iserRecvBufLen : i*iserRecvBufLen+n]
+	var h ISERHeader
+	if err := h.Unmarshal(buf); err != nil {
+		return nil, err
+	}
+	p := &PDU{}
+	copy(p.BHS[:], buf[ISERHeaderLen:])
+	op := p.BHS.Opcode()
+	if !op.Known() || !op.FromTarget() {
+		return nil, protoErr(op, "unexpected opcode from target")
+	}
+	ahs, dlen := p.BHS.TotalAHSLength(), p.BHS.DataSegmentLength()
+	rest := n - iserHeadersLen - ahs
+	if rest < dlen || rest > dlen+3 {
+		return nil, protoErr(op, "data segment length %d in a %d-byte receive", dlen, n)
+	}
+	if ahs > 0 {
+		p.AHS = append([]byte(nil), buf[iserHeadersLen:iserHeadersLen+ahs]...)
+	}
+	if dlen > 0 {
+		p.Data = append([]byte(nil), buf[iserHeadersLen+ahs:iserHeadersLen+ahs+dlen]...)
+	}
+	switch op {
+	case OpDataIn, OpR2T:
+		return nil, protoErr(op, "not used over iSER: data moves by RDMA")
+	case OpSCSIResponse:
+		d.mu.Lock()
+		if st := d.tasks[p.BHS.ITT()]; st != nil {
+			st.responded = true // RC ordering: its RDMA WRITEs landed first
+		}
+		d.mu.Unlock()
+	}
+	return p, nil
+}
+
+// Close implements Datamover. It stops the poller, then closes the RDMA
+// connection, which disconnects, drains every outstanding work request and
+// only then deregisters the memory; copies out of the data region are
+// excluded meanwhile. Idempotent.
+func (d *ISERDatamover) Close() error {
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		d.cond.Broadcast()
+		d.mu.Unlock()
+		close(d.stop)
+		<-d.pollerOut
+		d.memMu.Lock()
+		d.memGone = true
+		_ = d.conn.Close()
+		d.memMu.Unlock()
+	})
+	return nil
+}

@@ -1,0 +1,424 @@
+package isertest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/textkey"
+	"github.com/iser-attach/iser-attach/rdma"
+)
+
+// region is registered memory in the fake address space.
+type region struct {
+	buf        []byte
+	addr       uint64
+	lkey, rkey uint32
+}
+
+func (r *region) Bytes() []byte { return r.buf }
+func (r *region) Addr() uint64  { return r.addr }
+func (r *region) LKey() uint32  { return r.lkey }
+func (r *region) RKey() uint32  { return r.rkey }
+
+// Conn is the fake RDMA connection. It implements initiator.RDMAConn.
+type Conn struct {
+	mu           sync.Mutex
+	regions      []*region
+	recvs        []rdma.RecvWR
+	wcs          []rdma.Completion
+	wake         chan struct{}
+	disconnected bool
+	closed       bool
+	violations   []string
+
+	target *Target
+	work   chan func()
+	done   chan struct{}
+}
+
+// NewConn returns a fake connection to a fake target with a RAM disk of
+// blocks 512-byte blocks.
+func NewConn(blocks int) *Conn {
+	c := &Conn{wake: make(chan struct{}, 1), work: make(chan func(), 4096), done: make(chan struct{})}
+	c.target = &Target{c: c, disk: make([]byte, blocks*512)}
+	go func() {
+		defer close(c.done)
+		for f := range c.work {
+			f()
+		}
+	}()
+	return c
+}
+
+// Target returns the fake target.
+func (c *Conn) Target() *Target { return c.target }
+
+// Violations lists what the initiator did that a real peer would refuse.
+func (c *Conn) Violations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.violations...)
+}
+
+func (c *Conn) violate(format string, args ...any) {
+	c.violations = append(c.violations, fmt.Sprintf(format, args...))
+}
+
+// PeerPrivateData is what LIO answers: the 4-byte iSER CM header.
+func (c *Conn) PeerPrivateData() []byte { return []byte{0, 0, 0, 0} }
+
+// RemoteAddr implements initiator.RDMAConn.
+func (c *Conn) RemoteAddr() string { return "fake-iser:3260" }
+
+// RegisterMemory implements initiator.RDMAConn.
+func (c *Conn) RegisterMemory(size int) (initiator.RDMAMemory, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := uint32(len(c.regions) + 1)
+	r := &region{buf: make([]byte, size), addr: uint64(n) << 40, lkey: 0x100 + n, rkey: 0x9000 + n}
+	c.regions = append(c.regions, r)
+	return r, nil
+}
+
+// find returns the bytes at [addr, addr+n) of the region with key.
+func (c *Conn) find(addr uint64, n uint32, key uint32, remote bool) ([]byte, error) {
+	for _, r := range c.regions {
+		k := r.lkey
+		if remote {
+			k = r.rkey
+		}
+		if k != key {
+			continue
+		}
+		if addr < r.addr || addr+uint64(n) > r.addr+uint64(len(r.buf)) {
+			return nil, fmt.Errorf("access %#x+%d outside the region with key %#x", addr, n, key)
+		}
+		off := addr - r.addr
+		return r.buf[off : off+uint64(n)], nil
+	}
+	return nil, fmt.Errorf("no region with key %#x", key)
+}
+
+func (c *Conn) complete(wc rdma.Completion) {
+	c.wcs = append(c.wcs, wc)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// PostRecv implements initiator.RDMAConn.
+func (c *Conn) PostRecv(wrs []rdma.RecvWR) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disconnected || c.closed {
+		return rdma.ErrClosed
+	}
+	for _, wr := range wrs {
+		if _, err := c.find(wr.SGE.Addr, wr.SGE.Length, wr.SGE.LKey, false); err != nil {
+			c.violate("post recv: %v", err)
+			return err
+		}
+		c.recvs = append(c.recvs, wr)
+	}
+	return nil
+}
+
+// PostSend implements initiator.RDMAConn: SENDs go to the target.
+func (c *Conn) PostSend(wrs []rdma.SendWR) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disconnected || c.closed {
+		return rdma.ErrClosed
+	}
+	for _, wr := range wrs {
+		if wr.Op != rdma.OpSend {
+			c.violate("initiator posted opcode %v", wr.Op)
+			continue
+		}
+		var msg []byte
+		for _, s := range wr.SGEs {
+			b, err := c.find(s.Addr, s.Length, s.LKey, false)
+			if err != nil {
+				c.violate("post send: %v", err)
+				return err
+			}
+			msg = append(msg, b...)
+		}
+		c.complete(rdma.Completion{ID: wr.ID, Op: rdma.OpSend})
+		c.work <- func() { c.target.handle(msg) }
+	}
+	return nil
+}
+
+// deliver SENDs msg to the initiator into its oldest posted receive.
+func (c *Conn) deliver(msg []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disconnected || c.closed {
+		return
+	}
+	if len(c.recvs) == 0 {
+		c.violate("RNR: target SEND with no receive posted")
+		return
+	}
+	wr := c.recvs[0]
+	c.recvs = c.recvs[1:]
+	if uint32(len(msg)) > wr.SGE.Length {
+		c.violate("receive buffer of %d bytes for a %d-byte SEND", wr.SGE.Length, len(msg))
+		return
+	}
+	b, _ := c.find(wr.SGE.Addr, uint32(len(msg)), wr.SGE.LKey, false)
+	copy(b, msg)
+	c.complete(rdma.Completion{ID: wr.ID, Op: rdma.OpRecv, ByteLen: uint32(len(msg))})
+}
+
+// rdmaAccess is the target's RDMA READ or WRITE of initiator memory.
+func (c *Conn) rdmaAccess(rkey uint32, va uint64, n int) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := c.find(va, uint32(n), rkey, true)
+	if err != nil {
+		c.violate("target RDMA: %v", err)
+	}
+	return b, err
+}
+
+// Poll implements initiator.RDMAConn.
+func (c *Conn) Poll(ctx context.Context, out []rdma.Completion) (int, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return 0, rdma.ErrClosed
+		}
+		if len(c.wcs) > 0 {
+			n := copy(out, c.wcs)
+			c.wcs = c.wcs[n:]
+			c.mu.Unlock()
+			return n, nil
+		}
+		if c.disconnected {
+			c.mu.Unlock()
+			return 0, rdma.ErrDisconnected
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Disconnect flushes the posted receives.
+func (c *Conn) Disconnect() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.disconnected {
+		return nil
+	}
+	c.disconnected = true
+	for _, wr := range c.recvs {
+		c.complete(rdma.Completion{ID: wr.ID, Op: rdma.OpRecv, Status: rdma.WCWRFlushErr})
+	}
+	c.recvs = nil
+	c.complete(rdma.Completion{}) // wake a poller
+	c.wcs = c.wcs[:len(c.wcs)-1]
+	return nil
+}
+
+// Close implements initiator.RDMAConn.
+func (c *Conn) Close() error {
+	c.Disconnect()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.work)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	c.mu.Unlock()
+	<-c.done
+	return nil
+}
+
+// Target is the fake iSER target behind a Conn.
+type Target struct {
+	c      *Conn
+	mu     sync.Mutex
+	disk   []byte
+	statSN uint32
+	expCmd uint32
+	// Commands counts SCSI commands served; Immediate counts the bytes that
+	// came as immediate data.
+	Commands, Immediate int
+}
+
+// Disk returns the RAM disk.
+func (t *Target) Disk() []byte { return t.disk }
+
+func (t *Target) reply(h interface{ Marshal(*initiator.BHS) }, data []byte) {
+	var b initiator.BHS
+	h.Marshal(&b)
+	b.SetDataSegmentLength(len(data))
+	msg := make([]byte, initiator.ISERHeaderLen, initiator.ISERHeaderLen+48+len(data))
+	(&initiator.ISERHeader{Flags: initiator.ISERFlagControl}).Marshal(msg)
+	msg = append(append(msg, b[:]...), data...)
+	t.c.deliver(msg)
+}
+
+func (t *Target) sns() initiator.TargetSNs {
+	s := initiator.TargetSNs{StatSN: t.statSN, ExpCmdSN: t.expCmd, MaxCmdSN: t.expCmd + 63}
+	t.statSN++
+	return s
+}
+
+var errBad = errors.New("bad request")
+
+func (t *Target) handle(msg []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var h initiator.ISERHeader
+	if len(msg) < 76 || h.Unmarshal(msg) != nil {
+		t.c.mu.Lock()
+		t.c.violate("malformed SEND of %d bytes", len(msg))
+		t.c.mu.Unlock()
+		return
+	}
+	var b initiator.BHS
+	copy(b[:], msg[28:76])
+	data := msg[76:]
+	if len(data) != b.DataSegmentLength() {
+		t.c.mu.Lock()
+		t.c.violate("%s: %d data bytes, header says %d", b.Opcode(), len(data), b.DataSegmentLength())
+		t.c.mu.Unlock()
+		return
+	}
+	if !b.Immediate() {
+		t.expCmd = binary.BigEndian.Uint32(b[24:28]) + 1
+	}
+	switch b.Opcode() {
+	case initiator.OpLoginReq:
+		t.login(&b, data)
+	case initiator.OpSCSICommand:
+		t.scsi(&h, &b, data)
+	case initiator.OpNOPOut:
+		var n initiator.NOPOut
+		_ = n.Unmarshal(&b)
+		if n.ITT != 0xffffffff {
+			t.reply(&initiator.NOPIn{ITT: n.ITT, TTT: 0xffffffff, TargetSNs: t.sns()}, nil)
+		}
+	case initiator.OpLogoutReq:
+		t.reply(&initiator.LogoutResponse{ITT: b.ITT(), TargetSNs: t.sns()}, nil)
+	case initiator.OpTaskMgmtReq:
+		t.reply(&initiator.TaskMgmtResponse{ITT: b.ITT(), TargetSNs: t.sns()}, nil)
+	default:
+		t.c.mu.Lock()
+		t.c.violate("initiator sent %s over iSER", b.Opcode())
+		t.c.mu.Unlock()
+	}
+}
+
+func (t *Target) login(b *initiator.BHS, data []byte) {
+	var lr initiator.LoginRequest
+	_ = lr.Unmarshal(b)
+	if t.expCmd == 0 {
+		t.expCmd = lr.CmdSN
+	}
+	kvs, _ := textkey.Parse(data)
+	var out []textkey.KV
+	for _, kv := range kvs {
+		switch kv.Key {
+		case "InitiatorName", "SessionType", "TargetName":
+		case "AuthMethod":
+			out = append(out, textkey.KV{Key: "AuthMethod", Value: "None"})
+		case "HeaderDigest", "DataDigest", "MaxRecvDataSegmentLength":
+			t.c.mu.Lock()
+			t.c.violate("%s offered over iSER", kv.Key)
+			t.c.mu.Unlock()
+		default:
+			v := kv.Value
+			for i := range v {
+				if v[i] == ',' {
+					v = v[:i]
+					break
+				}
+			}
+			out = append(out, textkey.KV{Key: kv.Key, Value: v})
+		}
+	}
+	t.reply(&initiator.LoginResponse{Transit: lr.Transit, CSG: lr.CSG, NSG: lr.NSG, ISID: lr.ISID,
+		TSIH: 7, ITT: lr.ITT, TargetSNs: t.sns()}, textkey.Encode(out))
+}
+
+func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
+	var cmd initiator.SCSICommand
+	_ = cmd.Unmarshal(b)
+	t.Commands++
+	t.Immediate += len(imm)
+	resp := initiator.SCSIResponse{ITT: cmd.ITT}
+	lba, blocks, write, ok := decodeRW(cmd.CDB[:])
+	n := int(cmd.ExpectedDataTransferLength)
+	off := int(lba) * 512
+	if !ok || blocks*512 != n || off+n > len(t.disk) {
+		resp.Status = 2
+		resp.TargetSNs = t.sns()
+		sense := []byte{0, 18, 0x70, 0, 5, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x21, 0, 0, 0, 0, 0}
+		t.reply(&resp, sense)
+		return
+	}
+	if write {
+		if h.Flags&initiator.ISERFlagRSV != 0 || len(imm) > n {
+			t.c.mu.Lock()
+			t.c.violate("write with read STag or too much immediate data")
+			t.c.mu.Unlock()
+		}
+		copy(t.disk[off:], imm)
+		if rest := n - len(imm); rest > 0 {
+			if h.Flags&initiator.ISERFlagWSV == 0 {
+				t.c.mu.Lock()
+				t.c.violate("write of %d bytes beyond immediate data without a write STag", rest)
+				t.c.mu.Unlock()
+				return
+			}
+			src, err := t.c.rdmaAccess(h.WriteSTag, h.WriteVA, rest)
+			if err != nil {
+				return
+			}
+			copy(t.disk[off+len(imm):], src)
+		}
+	} else {
+		if h.Flags&initiator.ISERFlagRSV == 0 {
+			t.c.mu.Lock()
+			t.c.violate("read without a read STag")
+			t.c.mu.Unlock()
+			return
+		}
+		dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA, n)
+		if err != nil {
+			return
+		}
+		copy(dst, t.disk[off:off+n])
+	}
+	resp.TargetSNs = t.sns()
+	t.reply(&resp, nil)
+}
+
+func decodeRW(cdb []byte) (lba uint64, blocks int, write, ok bool) {
+	switch cdb[0] {
+	case 0x28, 0x2a:
+		return uint64(binary.BigEndian.Uint32(cdb[2:])), int(binary.BigEndian.Uint16(cdb[7:])), cdb[0] == 0x2a, true
+	case 0x88, 0x8a:
+		return binary.BigEndian.Uint64(cdb[2:]), int(binary.BigEndian.Uint32(cdb[10:])), cdb[0] == 0x8a, true
+	}
+	return 0, 0, false, false
+}
