@@ -18,6 +18,7 @@ build-nocgo:
 # Test binaries the VM lab runs in the guest.
 test-bins:
 	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/rdma.test ./rdma/
+	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/initiator.test ./initiator/
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

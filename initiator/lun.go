@@ -185,12 +185,20 @@ func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) error {
 	return l.rw(ctx, p, off, false, false)
 }
 
-// WriteAt implements nbd.Backend; fua sets the FUA bit.
+// WriteAt implements nbd.Backend. fua sets the FUA bit when the LUN takes it
+// (DPOFUA); otherwise, as the Linux block layer does, the write is followed
+// by SYNCHRONIZE CACHE when the LUN has a volatile write cache.
 func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64, fua bool) error {
 	if l.info.WriteProtected {
 		return &ioError{errors.New("write: LUN is write-protected"), syscall.EROFS}
 	}
-	return l.rw(ctx, p, off, true, fua)
+	if err := l.rw(ctx, p, off, true, fua && l.info.FUA); err != nil {
+		return err
+	}
+	if fua && !l.info.FUA && l.info.WriteCache {
+		return l.Flush(ctx)
+	}
+	return nil
 }
 
 func (l *LUN) rw(ctx context.Context, p []byte, off int64, write, fua bool) error {

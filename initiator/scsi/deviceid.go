@@ -48,7 +48,7 @@ const (
 // Designator is one designation descriptor of VPD page 0x83 (SPC-4
 // 7.8.6.1).
 type Designator struct {
-	ProtocolIdentifier uint8 // meaningful when PIV (6 is iSCSI)
+	ProtocolIdentifier uint8 // meaningful when PIV (5 is iSCSI)
 	CodeSet            CodeSet
 	PIV                bool
 	Association        Association

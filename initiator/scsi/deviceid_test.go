@@ -15,11 +15,11 @@ const lioVPD83 = `00 83 00 90
 	01 03 00 10 60 01 40 51 23 45 67 89 ab cd ef 01 23 45 67 89
 	02 01 00 30 4c 49 4f 2d 4f 52 47 20 66 69 6c 65 30 20 20 20 20 20 20 20 20 20 20 20
 	    31 32 33 34 35 36 37 38 2d 39 61 62 63 2d 34 64 65 66 2d 38 30 31 32 00
-	61 94 00 04 00 00 00 01
-	61 95 00 04 00 00 00 00
+	51 94 00 04 00 00 00 01
+	51 95 00 04 00 00 00 00
 	01 06 00 04 00 00 00 00
-	63 98 00 1c 69 71 6e 2e 32 30 32 35 2d 30 31 2e 74 3a 31 2c 74 2c 30 78 30 30 30 31 00 00 00 00
-	63 a8 00 0c 69 71 6e 2e 32 30 32 35 2d 30 31 00`
+	53 98 00 1c 69 71 6e 2e 32 30 32 35 2d 30 31 2e 74 3a 31 2c 74 2c 30 78 30 30 30 31 00 00 00 00
+	53 a8 00 0c 69 71 6e 2e 32 30 32 35 2d 30 31 00`
 
 func TestParseDeviceIdentificationLIO(t *testing.T) {
 	b := h(t, lioVPD83)
@@ -37,7 +37,7 @@ func TestParseDeviceIdentificationLIO(t *testing.T) {
 		t.Errorf("NAA designator %+v", naa)
 	}
 	rtp := id.Designators[2]
-	if !rtp.PIV || rtp.ProtocolIdentifier != 6 || rtp.Association != AssocTargetPort || rtp.Type != DesignatorRelativeTargetPort {
+	if !rtp.PIV || rtp.ProtocolIdentifier != 5 || rtp.Association != AssocTargetPort || rtp.Type != DesignatorRelativeTargetPort {
 		t.Errorf("relative target port %+v", rtp)
 	}
 	if got := id.WWID(); got != "naa.6001405123456789abcdef0123456789" {
