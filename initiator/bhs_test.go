@@ -117,11 +117,6 @@ func TestUnmarshalRejectsBadHeaders(t *testing.T) {
 		{"login T and C", func() BHS { var b BHS; b[0] = byte(OpLoginResp); b[1] = 0xc0; return b }, &LoginResponse{}},
 		{"login stage 2", func() BHS { var b BHS; b[0] = byte(OpLoginResp); b[1] = 0x08; return b }, &LoginResponse{}},
 		{"text F and C", func() BHS { var b BHS; b[0] = byte(OpTextResp); b[1] = 0xc0; return b }, &TextResponse{}},
-		{"nop-in both tags reserved", func() BHS {
-			var b BHS
-			(&NOPIn{ITT: reservedTag, TTT: reservedTag}).Marshal(&b)
-			return b
-		}, &NOPIn{}},
 	}
 	for _, c := range bad {
 		b := c.b()

@@ -35,7 +35,7 @@ type LUNInfo struct {
 }
 
 // Size is the capacity in bytes.
-func (i *LUNInfo) Size() int64 { return int64(i.Blocks) * int64(i.BlockSize) }
+func (i LUNInfo) Size() int64 { return int64(i.Blocks) * int64(i.BlockSize) }
 
 // ErrLUNNotFound is wrapped when the target has no such logical unit.
 var ErrLUNNotFound = errors.New("LUN not found")

@@ -52,9 +52,8 @@ func (n *NOPIn) Unmarshal(b *BHS) error {
 	}
 	*n = NOPIn{LUN: b.lun(), ITT: b.ITT(), TTT: b.u32(20)}
 	n.TargetSNs.unmarshal(b)
-	if n.ITT == reservedTag && n.TTT == reservedTag {
-		return protoErr(OpNOPIn, "both ITT and TTT are 0xffffffff")
-	}
+	// RFC 7143 section 11.19.1 forbids ITT and TTT both 0xffffffff, but
+	// tgt's iSER driver sends such NOP-Ins; the session ignores them.
 	return nil
 }
 

@@ -350,10 +350,15 @@ func (s *Session) dispatch(p *PDU) error {
 		if err := s.updateSNs(op, n.TargetSNs, n.ITT != reservedTag); err != nil {
 			return err
 		}
-		if n.TTT != reservedTag {
+		switch {
+		case n.TTT != reservedTag:
 			return s.answerPing(&n, p.Data)
+		case n.ITT == reservedTag:
+			// Neither a ping nor an answer: tgt sends these over iSER.
+			s.log.Debug().Msg("NOP-In with ITT and TTT 0xffffffff ignored")
+		default:
+			s.completeOrDrop(n.ITT, p)
 		}
-		s.completeOrDrop(n.ITT, p)
 	case OpTaskMgmtResp, OpTextResp, OpLogoutResp:
 		var sn TargetSNs
 		sn.unmarshal(&p.BHS)

@@ -64,7 +64,10 @@ func setupLogger(c *cli.Context) error {
 	case "json":
 		logger = zerolog.New(os.Stderr).With().Timestamp().Logger()
 	case "console":
-		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
+		fi, _ := os.Stderr.Stat()
+		tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
+		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty}).
+			With().Timestamp().Logger()
 	default:
 		return fmt.Errorf("--log-format: %q is neither json nor console", c.String("log-format"))
 	}

@@ -165,14 +165,17 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// pickPort is freePort; tests replace it to force a port clash.
+var pickPort = freePort
+
 func (s *Server) tryStart(ctx context.Context) error {
-	port, err := freePort()
+	port, err := pickPort()
 	if err != nil {
 		return err
 	}
-	// Control ports (0..65535) only name a unix socket (/var/run/tgtd/socket.N) and
+	// Control ports (0..32767) only name a unix socket (/var/run/tgtd/socket.N) and
 	// its lock file; pick from a range nobody types by hand.
-	s.ctlPort = 20000 + rand.IntN(45000)
+	s.ctlPort = 10000 + rand.IntN(22768)
 	s.port = port
 	args := []string{"-f", "-C", strconv.Itoa(s.ctlPort)}
 	if s.cfg.Trace {
@@ -377,6 +380,9 @@ func (s *Server) LUNPath(iqn string, lun int) string {
 	}
 	panic(fmt.Sprintf("tgttest: no target %s", iqn))
 }
+
+// PID is tgtd's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 // Done is closed when tgtd has exited, for whatever reason.
 func (s *Server) Done() <-chan struct{} { return s.exited }

@@ -98,3 +98,27 @@ func TestCloseReportsCrash(t *testing.T) {
 	}
 	s.closeErr = nil // the crash was the point of this test; keep Cleanup quiet
 }
+
+// A port taken between freePort and tgtd's bind makes tgtd fall back to
+// 0.0.0.0:3260; Launch must notice and retry on another port.
+func TestPortClashRetries(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPort = func() (int, error) {
+		calls++
+		if calls == 1 {
+			return busy, nil
+		}
+		return freePort()
+	}
+	defer func() { pickPort = freePort }()
+	s := Start(t)
+	if calls < 2 || s.Portal() == l.Addr().String() {
+		t.Errorf("Launch used port %s after %d picks; want a retry past busy port %d", s.Portal(), calls, busy)
+	}
+}

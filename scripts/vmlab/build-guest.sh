@@ -72,7 +72,9 @@ cleanup() {
 trap cleanup EXIT
 DL="$CACHE/dl"
 mkdir -p "$DL" "$CACHE/debs"
-chmod 755 "$CACHE" "$DL" # apt-get download drops privileges to _apt
+chmod 755 "$CACHE"
+# apt-get download drops privileges to _apt and wants to write where it runs.
+id _apt >/dev/null 2>&1 && chown _apt "$DL"
 
 # download PKG: fetch one .deb through the host's apt into $DL, print its path.
 download() {

@@ -113,10 +113,10 @@ boot() {
 		timeout -k 10 "$timeout_s" "${qemu[@]}" </dev/null >"$OUT/console.log" 2>&1 &
 		qpid=$!
 		if [ "$job" = run ]; then
-			tail -n +1 -F --pid=$qpid "$OUT/console.log" 2>/dev/null | tr -d '\r' |
+			tail -n +1 -F --pid=$qpid "$OUT/console.log" 2>/dev/null | sed -u 's/\r//g' |
 				sed -u -n -e 's/\x1b[[?0-9;]*[a-zA-Z]//g; s/\x1bc//g' -e '/vmlab: guest up/,$p' >&2 || true
 		else
-			tail -n +1 -F --pid=$qpid "$OUT/console.log" 2>/dev/null | tr -d '\r' |
+			tail -n +1 -F --pid=$qpid "$OUT/console.log" 2>/dev/null | sed -u 's/\r//g' |
 				grep --line-buffered -E '^(vmlab|FAIL|Kernel panic)' >&2 || true
 		fi
 		rc=0
@@ -126,17 +126,24 @@ boot() {
 	say "guest exited after $((SECONDS - t0)) s"
 	if [ ! -f "$OUT/status" ]; then
 		say "FAIL step guest-status: the guest wrote no status (crash, timeout or init failure); console tail:"
-		tail -n 40 "$OUT/console.log" 2>/dev/null | tr -d '\r' | sed 's/^/  | /' >&2
+		console_tail 40
 		return 1
 	fi
 	rc=$(cat "$OUT/status")
 	if [ "$rc" != 0 ] && [ "$job" != shell ] && [ "$job" != run ]; then
 		say "FAIL job $job exit $rc; summary:"
 		sed 's/^/  /' "$OUT/summary.txt" >&2 2>/dev/null || true
-		say "console tail:"
-		tail -n 20 "$OUT/console.log" | tr -d '\r' | sed 's/^/  | /' >&2
+		if ! grep -q '^FAIL' "$OUT/summary.txt" 2>/dev/null; then
+			say "no test failed, so the console tail:"
+			console_tail 30
+		fi
 	fi
 	return "$rc"
+}
+
+console_tail() {
+	tail -n "$1" "$OUT/console.log" 2>/dev/null | tr -d '\r' |
+		sed -e 's/\x1b[[?0-9;]*[a-zA-Z]//g; s/\x1bc//g' -e 's/^/  | /' >&2
 }
 
 print_table() {
@@ -163,6 +170,10 @@ e2e)
 	t0=$SECONDS
 	rc=0
 	boot e2e || rc=$?
+	if [ -s "$OUT/bench.jsonl" ]; then
+		say "quick figures from the e2e tests (seconds per workload, not a benchmark):"
+		print_table "$OUT/bench.jsonl" || true
+	fi
 	if [ $rc = 0 ]; then
 		say "e2e PASS in $((SECONDS - t0)) s (results $OUT)"
 	else
