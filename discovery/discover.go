@@ -22,24 +22,21 @@ type Config struct {
 // SendTargets logs in a discovery session on cfg.Portal and returns every
 // target it reports (SendTargets=All).
 func SendTargets(ctx context.Context, cfg Config) ([]Target, error) {
-	dm, err := initiator.DialTCP(ctx, cfg.Portal)
+	s, err := initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: cfg.Portal, Logger: cfg.Logger},
+		initiator.SessionConfig{
+			LoginConfig: initiator.LoginConfig{
+				InitiatorName: cfg.InitiatorName,
+				Discovery:     true,
+				ISID:          initiator.NewISID(),
+				CHAP:          cfg.CHAP,
+				Want:          initiator.DefaultWant(),
+			},
+			QueueDepth:  1,
+			NOPInterval: -1,
+			Logger:      cfg.Logger,
+		})
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
-	}
-	s, err := initiator.NewSession(ctx, dm, initiator.SessionConfig{
-		LoginConfig: initiator.LoginConfig{
-			InitiatorName: cfg.InitiatorName,
-			Discovery:     true,
-			ISID:          initiator.NewISID(),
-			CHAP:          cfg.CHAP,
-			Want:          initiator.DefaultWant(),
-		},
-		QueueDepth:  1,
-		NOPInterval: -1,
-		Logger:      cfg.Logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("discovery on %s: %w", cfg.Portal, err)
 	}
 	kvs, err := s.Text(ctx, []textkey.KV{{Key: "SendTargets", Value: "All"}})
 	cerr := s.Close()

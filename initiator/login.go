@@ -82,6 +82,27 @@ func (e *LoginError) Error() string {
 // ErrAuthFailed is wrapped by login errors caused by authentication.
 var ErrAuthFailed = errors.New("authentication failed")
 
+// ErrCHAPAlgorithmsRefused matches a CHAPAlgorithmError.
+var ErrCHAPAlgorithmsRefused = errors.New("CHAP algorithm list refused")
+
+// CHAPAlgorithmError is a login refused because of the CHAP algorithm:
+// the CHAP_A offer itself (Chosen 0), or a response under an algorithm
+// number targets disagree on. Connect retries without it.
+type CHAPAlgorithmError struct {
+	Offered string
+	Chosen  CHAPAlgorithm
+	Err     error
+}
+
+func (e *CHAPAlgorithmError) Error() string {
+	if e.Chosen == 0 {
+		return fmt.Sprintf("login: target refused CHAP_A=%s: %v", e.Offered, e.Err)
+	}
+	return fmt.Sprintf("login: CHAP with algorithm %d (%s) refused: %v", int(e.Chosen), e.Chosen, e.Err)
+}
+
+func (e *CHAPAlgorithmError) Unwrap() []error { return []error{ErrCHAPAlgorithmsRefused, e.Err} }
+
 // Is lets errors.Is(err, ErrAuthFailed) match status 0x0201.
 func (e *LoginError) Is(target error) bool {
 	return target == ErrAuthFailed && e.Class == 2 && e.Detail == 1
@@ -265,6 +286,10 @@ func (st *loginState) security() error {
 	}
 	x := &chapExchange{creds: st.cfg.CHAP}
 	_, kv, err = st.exchange(StageSecurity, StageOperational, false, []textkey.KV{{Key: "CHAP_A", Value: x.creds.offerA()}})
+	var le *LoginError
+	if errors.As(err, &le) && le.Class == 2 && le.Detail == 0 && len(x.creds.algorithms()) > 1 {
+		return &CHAPAlgorithmError{Offered: x.creds.offerA(), Err: err}
+	}
 	if err != nil {
 		return err
 	}
@@ -283,6 +308,16 @@ func (st *loginState) security() error {
 		out = append(out, textkey.KV{Key: p[0], Value: p[1]})
 	}
 	resp, kv, err := st.exchange(StageSecurity, StageOperational, true, out)
+	if errors.As(err, &le) && le.Class == 2 && x.alg == CHAPSHA256 && len(x.creds.algorithms()) > 1 {
+		// tgt (through 1.0.97) means SHA-1 by CHAP_A=7, which IANA and
+		// LIO give to SHA-256: a response refused under 7 is ambiguous.
+		return &CHAPAlgorithmError{Offered: x.creds.offerA(), Chosen: x.alg, Err: err}
+	}
+	if err != nil && !errors.As(err, &le) {
+		// LIO over iSER may drop the connection before its reject reaches
+		// us: a connection lost right after CHAP_R is a refused secret.
+		return fmt.Errorf("login: %w: the target closed the connection after the CHAP response (%w)", ErrAuthFailed, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -19,16 +19,12 @@ func tgtLogin(t *testing.T, srv *tgttest.Server, iqn string, mod func(*initiator
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	dm, err := initiator.DialTCP(ctx, srv.Portal())
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
 		InitiatorName: "iqn.2026-11.io.iser-attach:test", TargetName: iqn, ISID: initiator.NewISID()}}
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := initiator.NewSession(ctx, dm, cfg)
+	s, err := initiator.Connect(ctx, initiator.DialConfig{Transport: "tcp", Addr: srv.Portal()}, cfg)
 	if err == nil {
 		t.Cleanup(func() { s.Close() })
 	}

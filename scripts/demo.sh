@@ -30,14 +30,31 @@ SOCK="$WORK/nbd.sock"
 URI="nbd+unix:///?socket=$SOCK"
 PIDS=()
 
+# alive PID: true while PID runs (a zombie, exited but not waited for, does not).
+alive() {
+	local st
+	st=$(sed -E 's/.*\) (.).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "$st" != Z ]
+}
+
+# stop_pid PID: SIGTERM, then SIGKILL if it is still there after 5 s.
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null || return 0
+	for _ in $(seq 50); do
+		alive "$1" || break
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	if [ ${#PIDS[@]} -gt 0 ]; then
 		printf '\n%s==> shutting down%s\n' "$bold" "$off"
 		for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-			kill -TERM "${PIDS[i]}" 2>/dev/null || true
-			wait "${PIDS[i]}" 2>/dev/null || true
+			stop_pid "${PIDS[i]}"
 		done
 	fi
 	rm -rf "$WORK"
@@ -53,7 +70,7 @@ wait_for() {
 	shift 2
 	for _ in $(seq 300); do
 		"$@" && return 0
-		kill -0 "$pid" 2>/dev/null || die "$desc: process $pid exited"
+		alive "$pid" || die "$desc: process $pid exited"
 		sleep 0.1
 	done
 	die "$desc: not ready after 30 s"

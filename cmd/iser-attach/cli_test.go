@@ -170,19 +170,17 @@ func TestCLIErrors(t *testing.T) {
 func serve(t *testing.T, srv *tgttest.Server, lun string) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "nbd.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, binary, "--initiator-name", initiatorIQN, "serve", "--portal", srv.Portal(),
+	cmd := exec.Command(binary, "--initiator-name", initiatorIQN, "serve", "--portal", srv.Portal(),
 		"--target", srv.IQN(), "--lun", lun, "--transport", "tcp", "--listen", "unix:"+sock)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		cancel()
+		cmd.Process.Signal(os.Interrupt)
 		select {
 		case err := <-exited:
 			if err != nil {

@@ -52,14 +52,10 @@ func openLUN(ctx context.Context, c *cli.Context) (*initiator.LUN, error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, c.Duration("login-timeout"))
 	defer cancel()
-	transport := c.String("transport")
-	dm, err := initiator.DialDatamover(lctx, initiator.DialConfig{
-		Transport: transport, Addr: addr, QueueDepth: c.Int("queue-depth"), Logger: logger})
-	if err != nil {
-		return nil, err
-	}
 	log := logger.With().Str("target", c.String("target")).Uint("lun", lunNum).Logger()
-	s, err := initiator.NewSession(lctx, dm, initiator.SessionConfig{
+	s, err := initiator.Connect(lctx, initiator.DialConfig{
+		Transport: c.String("transport"), Addr: addr, QueueDepth: c.Int("queue-depth"), Logger: logger,
+	}, initiator.SessionConfig{
 		LoginConfig: initiator.LoginConfig{
 			InitiatorName: name,
 			TargetName:    c.String("target"),
@@ -70,7 +66,7 @@ func openLUN(ctx context.Context, c *cli.Context) (*initiator.LUN, error) {
 		Logger:     log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("login to %s at %s: %w", c.String("target"), addr, err)
+		return nil, err
 	}
 	log.Info().Str("portal", addr).Str("transport", s.Transport()).Msg("logged in")
 	l, err := initiator.OpenLUN(lctx, s, uint16(lunNum))

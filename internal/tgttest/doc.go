@@ -52,7 +52,8 @@
 //   - A sparse LUN over 2 TiB (3 TiB tested): works; initiators must use
 //     16-byte CDBs (READ/WRITE(16), WRITE SAME(16)) past 2^32 blocks.
 //   - Thin provisioning (--params thin_provisioning=1 on logicalunit
-//     update): tgt then sets LBPME and the provisioning VPD page, and
+//     update): READ CAPACITY(16) then reports LBPME=1 and LBPRZ=1 (0 and 0
+//     without it), and
 //     UNMAP and WRITE SAME(10/16) with the UNMAP bit punch holes in the
 //     backing file. Without it tgt answers UNMAP with ILLEGAL REQUEST /
 //     INVALID COMMAND OPERATION CODE (usr/sbc.c), and WRITE SAME with

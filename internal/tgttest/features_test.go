@@ -78,6 +78,17 @@ func readAt(t *testing.T, path string, off int64, n int) []byte {
 	return b
 }
 
+// readCapacity16 returns iscsi-readcapacity16's output for LUN 1.
+func readCapacity16(t *testing.T, s *Server) string {
+	t.Helper()
+	rc16 := needTool(t, "iscsi-readcapacity16", "libiscsi-bin")
+	out, err := exec.Command(rc16, iscsiURL(s, s.IQN(), 1)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("iscsi-readcapacity16: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
 func TestDataReachesBackingFile(t *testing.T) {
 	s := Start(t)
 	mustQemuIO(t, iscsiURL(s, s.IQN(), 1), "write -P 0x5a 12288 4096")
@@ -95,6 +106,9 @@ func TestDataReachesBackingFile(t *testing.T) {
 
 func TestThinProvisioningPunchesHoles(t *testing.T) {
 	s := Start(t, Target{LUNs: []LUN{{ThinProvisioning: true}}})
+	if out := readCapacity16(t, s); !strings.Contains(out, "LBPME:1 LBPRZ:1") {
+		t.Errorf("thin LUN: READ CAPACITY(16) lacks LBPME:1 LBPRZ:1:\n%s", out)
+	}
 	url, path := iscsiURL(s, s.IQN(), 1), s.LUNPath(s.IQN(), 1)
 	mustQemuIO(t, url, "write -P 0xab 0 64k", "write -P 0xab 1M 1M", "write -P 0xab 4M 1M")
 	exts, err := DataExtents(path)
@@ -130,6 +144,9 @@ func TestThinProvisioningPunchesHoles(t *testing.T) {
 // UNMAP writes zeroes: the range stays allocated.
 func TestFullyProvisionedKeepsBlocks(t *testing.T) {
 	s := Start(t)
+	if out := readCapacity16(t, s); !strings.Contains(out, "LBPME:0 LBPRZ:0") {
+		t.Errorf("fully provisioned LUN: READ CAPACITY(16) lacks LBPME:0 LBPRZ:0:\n%s", out)
+	}
 	url, path := iscsiURL(s, s.IQN(), 1), s.LUNPath(s.IQN(), 1)
 	mustQemuIO(t, url, "write -P 0xab 1M 1M", "write -z -u 1M 1M", "read -P 0 1M 1M")
 	syncCounts(t, s)

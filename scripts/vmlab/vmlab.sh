@@ -88,7 +88,11 @@ boot() {
 	mkdir -p "$OUT"
 	OUT=$(cd "$OUT" && pwd)
 	rm -f "$OUT/status" "$OUT/console.log"
-	if [ -z "${ISER_VMLAB_OUT:-}" ]; then ln -sfn "$OUT" "$CACHE/results/latest"; fi
+	if [ -z "${ISER_VMLAB_OUT:-}" ]; then
+		ln -sfn "$OUT" "$CACHE/results/latest"
+		# Keep the newest 30 runs.
+		ls -1dt "$CACHE"/results/*-20[0-9][0-9][01][0-9][0-3][0-9]-* 2>/dev/null | tail -n +31 | xargs -r rm -rf
+	fi
 	echo "$job" >"$OUT/job"
 	printf '%s\n' "$cmd" >"$OUT/cmd"
 	write_env "$OUT/env"

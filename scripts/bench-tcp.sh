@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# bench-tcp.sh: what `make bench-tcp` runs. Compares (a) `iser-attach serve`
+# with (b) qemu-nbd + libiscsi, both exporting the same tgtd LUN (iSCSI over
+# TCP on 127.0.0.1) over NBD on a unix socket, with fio's nbd engine:
+# 4k randread QD32, 4k randwrite QD32, 1M sequential read QD8. Prints one
+# table with the ratio a/b per row; the fio JSON results stay in
+# $BENCH_OUT.
+#
+# Needs: root (tgtd), Go, and on Debian 12:
+#   apt-get install tgt fio qemu-utils qemu-block-extra
+# Env:
+#   BENCH_RUNTIME  seconds per fio run (default 10)
+#   BENCH_RAMP     seconds of warm-up per run, not counted (default 1)
+#   BENCH_SIZE_MB  LUN size in MiB, filled with random data first (default 256)
+#   BENCH_SIDES    which sides to run: "a b" (default), "a" or "b"
+#   BENCH_OUT      result directory (default testdata-out/bench-tcp)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/sbin:/sbin"
+RUNTIME="${BENCH_RUNTIME:-10}"
+RAMP="${BENCH_RAMP:-1}"
+SIZE_MB="${BENCH_SIZE_MB:-256}"
+SIDES="${BENCH_SIDES:-a b}"
+OUT="${BENCH_OUT:-testdata-out/bench-tcp}"
+
+die() { echo "bench-tcp: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found (try: apt-get install $2)"; }
+log() { echo "bench-tcp: $*" >&2; }
+
+[ "$(id -u)" = 0 ] || die "tgtd needs root: run as root"
+need go golang
+need tgtd tgt
+need fio fio
+case " $SIDES " in *" b "*)
+	need qemu-nbd qemu-utils
+	[ -n "$(find /usr/lib -path '*qemu*' -name 'block-iscsi.so' -print -quit 2>/dev/null)" ] ||
+		die "qemu's iSCSI driver not found (try: apt-get install qemu-block-extra)"
+	;;
+esac
+fio --enghelp 2>/dev/null | grep -qx '[[:space:]]*nbd' || die "this fio has no nbd engine (need fio >= 3.20 built with libnbd)"
+
+WORK="$(mktemp -d /tmp/iser-attach-bench.XXXXXX)"
+PIDS=()
+# alive PID: true while PID runs (a zombie, exited but not waited for, does not).
+alive() {
+	local st
+	st=$(sed -E 's/.*\) (.).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ "$st" != Z ]
+}
+
+# stop_pid PID: SIGTERM, then SIGKILL if it is still there after 5 s.
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null || return 0
+	for _ in $(seq 50); do
+		alive "$1" || break
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		stop_pid "${PIDS[i]}"
+	done
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_for() { # DESC PID TEST...: poll TEST for 30 s while PID lives
+	local desc=$1 pid=$2
+	shift 2
+	for _ in $(seq 300); do
+		"$@" && return 0
+		alive "$pid" || die "$desc: process $pid exited"
+		sleep 0.1
+	done
+	die "$desc: not ready after 30 s"
+}
+
+stop_last() { # stop the most recently started background process
+	stop_pid "${PIDS[-1]}"
+	unset 'PIDS[-1]'
+}
+
+log "building"
+case " $SIDES " in *" a "*) CGO_ENABLED=0 go build -o bin/ ./cmd/iser-attach ;; esac
+CGO_ENABLED=0 go build -o bin/ ./internal/tgttest/cmd/tgtlab
+CGO_ENABLED=0 go build -o bin/ ./internal/tgttest/cmd/fiotable
+
+mkdir -p "$OUT"
+rm -f "$OUT"/[ab]-*.json
+
+log "starting tgtd with a ${SIZE_MB} MiB LUN"
+bin/tgtlab -size "${SIZE_MB}M" -dir "$WORK/lun" >"$WORK/tgtlab.env" 2>"$WORK/tgtlab.log" &
+PIDS+=($!)
+wait_for tgtlab "${PIDS[-1]}" grep -q '^READY=1$' "$WORK/tgtlab.env"
+PORTAL=$(sed -n 's/^PORTAL=//p' "$WORK/tgtlab.env")
+TARGET=$(sed -n 's/^TARGET=//p' "$WORK/tgtlab.env")
+LUN1=$(sed -n 's/^LUN1=//p' "$WORK/tgtlab.env")
+# Real data everywhere, so reads are not served from holes.
+dd if=/dev/urandom of="$LUN1" bs=1M count="$SIZE_MB" conv=notrunc status=none
+
+# workload file rw bs iodepth
+WORKLOADS=(
+	"randread randread 4k 32"
+	"randwrite randwrite 4k 32"
+	"seqread read 1M 8"
+)
+
+run_side() { # SIDE LABEL SERVER-COMMAND...
+	local side=$1 label=$2
+	shift 2
+	local sock="$WORK/$side.sock"
+	log "side $side: $label"
+	"$@" "$sock" >"$WORK/$side.log" 2>&1 &
+	PIDS+=($!)
+	wait_for "$label" "${PIDS[-1]}" test -S "$sock"
+	for w in "${WORKLOADS[@]}"; do
+		set -- $w
+		log "  fio $1 (bs=$3 iodepth=$4, ${RUNTIME}s)"
+		fio --name="$1" --ioengine=nbd --uri="nbd+unix:///?socket=$sock" \
+			--rw="$2" --bs="$3" --iodepth="$4" --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
+			--output-format=json --output="$OUT/$side-$1.json" >"$WORK/fio.out" 2>&1 ||
+			{ cat "$WORK/fio.out" "$WORK/$side.log" >&2; die "fio $1 against $label failed"; }
+	done
+	alive "${PIDS[-1]}" || { cat "$WORK/$side.log" >&2; die "$label died during the run"; }
+	stop_last
+}
+
+serve_a() { exec bin/iser-attach serve --portal "$PORTAL" --target "$TARGET" --lun 1 --listen "unix:$1"; }
+# exec: $! must be the server itself, not a subshell, for the TERM at the
+# end. --persistent: keep serving after a client leaves (one fio run per
+# workload).
+serve_b() { exec qemu-nbd --format=raw --persistent --socket="$1" "iscsi://$PORTAL/$TARGET/1"; }
+
+case " $SIDES " in *" a "*) run_side a iser-attach serve_a ;; esac
+case " $SIDES " in *" b "*) run_side b qemu-nbd serve_b ;; esac
+
+echo
+echo "iSCSI/TCP to tgtd on 127.0.0.1, NBD over a unix socket, fio ioengine=nbd, ${RUNTIME} s per run (+${RAMP} s ramp), ${SIZE_MB} MiB LUN"
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ)  $(uname -r)  $(nproc) CPUs  $(fio --version)  $(qemu-nbd --version 2>/dev/null | head -1)"
+echo "a = iser-attach serve, b = qemu-nbd with libiscsi; results in $OUT"
+echo
+bin/fiotable -dir "$OUT" -a iser-attach -b qemu-nbd
