@@ -190,9 +190,12 @@ func (d *DataIn) Unmarshal(b *BHS) error {
 	f := b[1]
 	*d = DataIn{
 		Final: f&0x80 != 0, Acknowledge: f&0x40 != 0, Overflow: f&0x04 != 0,
-		Underflow: f&0x02 != 0, HasStatus: f&0x01 != 0, Status: b[3], LUN: b.lun(),
+		Underflow: f&0x02 != 0, HasStatus: f&0x01 != 0, LUN: b.lun(),
 		ITT: b.ITT(), TTT: b.u32(20), DataSN: b.u32(36), BufferOffset: b.u32(40),
 		ResidualCount: b.u32(44),
+	}
+	if d.HasStatus {
+		d.Status = b[3] // reserved without the S bit
 	}
 	d.TargetSNs.unmarshal(b)
 	if d.HasStatus && !d.Final {
