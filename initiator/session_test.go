@@ -428,3 +428,40 @@ func TestCloseUnblocksWaiters(t *testing.T) {
 	}
 	s.Close() // idempotent
 }
+
+func TestTextContinuation(t *testing.T) {
+	// SendTargets answered in two Text Responses: C=1 then F=1, with a key
+	// split across the boundary.
+	full := textkey.Encode([]textkey.KV{{Key: "TargetName", Value: "iqn.2026-11.test:a"},
+		{Key: "TargetAddress", Value: "10.0.0.1:3260,1"}, {Key: "TargetName", Value: "iqn.2026-11.test:b"}})
+	cut := 25
+	var sawContinue atomic.Bool
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != initiator.OpTextReq {
+			return tg.Good(req)
+		}
+		tg.Ack(req)
+		var tr initiator.TextRequest
+		_ = tr.Unmarshal(&req.BHS)
+		if tr.TTT == 0xffffffff {
+			r := initiator.TextResponse{Continue: true, ITT: tr.ITT, TTT: 0x1234, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, full[:cut])}}
+		}
+		if tr.TTT != 0x1234 || len(req.Data) != 0 {
+			t.Errorf("continuation request TTT %#x with %d bytes", tr.TTT, len(req.Data))
+		}
+		sawContinue.Store(true)
+		r := initiator.TextResponse{Final: true, ITT: tr.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
+		return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, full[cut:])}}
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs, err := s.Text(ctx5(t), []textkey.KV{{Key: "SendTargets", Value: "All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sawContinue.Load() || len(kvs) != 3 || kvs[2].Value != "iqn.2026-11.test:b" {
+		t.Fatalf("keys %v", kvs)
+	}
+}

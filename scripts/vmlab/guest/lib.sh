@@ -304,6 +304,9 @@ iscsi_login() {
 	if ! iscsiadm -m node -T "$_iqn" -p "$_portal" -I "$_if" >/dev/null 2>&1; then
 		iscsiadm -m node -o new -T "$_iqn" -p "$_portal" -I "$_if" >/dev/null || return 1
 	fi
+	# One login attempt, not open-iscsi's eight: a refused login fails in seconds.
+	iscsiadm -m node -T "$_iqn" -p "$_portal" -I "$_if" -o update \
+		-n node.session.initial_login_retry_max -v "${ISCSI_LOGIN_RETRIES:-1}" >/dev/null || return 1
 	if [ -n "${ISCSI_CHAP_USER:-}" ]; then
 		_u() { iscsiadm -m node -T "$_iqn" -p "$_portal" -I "$_if" -o update -n "$1" -v "$2" >/dev/null; }
 		_u node.session.auth.authmethod CHAP || return 1
