@@ -318,7 +318,8 @@ iscsi_login() {
 		fi
 	fi
 	iscsiadm -m node -T "$_iqn" -p "$_portal" -I "$_if" --login >&2 || {
-		echo "iscsi_login: login to $_iqn at $_portal over $_tr failed" >&2
+		echo "iscsi_login: login to $_iqn at $_portal over $_tr failed; kernel log:" >&2
+		dmesg | tail -n 4 >&2
 		return 1
 	}
 	iscsi_disk "$_iqn" "${ISCSI_LUN:-0}"

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/iser-attach/iser-attach/volume"
+)
+
+func detachCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "detach",
+		Usage:     "flush, remove the device and log out; refused while the device is mounted unless --force",
+		ArgsUsage: "NAME|DEVICE",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "detach even when the device is in use"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("detach: expected one NAME or DEVICE, got %d", c.NArg())
+			}
+			ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+			defer cancel()
+			path, st, err := volume.Find(ctx, c.Args().First())
+			if err != nil {
+				return err
+			}
+			if !c.Bool("force") {
+				if busy, where, err := volume.InUse(st.Device); err == nil && busy {
+					return fmt.Errorf("%s (%s) is in use (%s); unmount it first or use --force", st.Name, st.Device, where)
+				}
+			}
+			resp, err := volume.Query(ctx, path, volume.Request{Op: "detach", Force: c.Bool("force")})
+			if err != nil {
+				return err
+			}
+			if !resp.OK {
+				return fmt.Errorf("detach %s: %s", st.Name, resp.Error)
+			}
+			fmt.Printf("detached %s (%s)\n", st.Name, st.Device)
+			return nil
+		},
+	}
+}
+
+func listCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "list",
+		Usage: "list attached volumes with their I/O counters",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Action: func(c *cli.Context) error {
+			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+			defer cancel()
+			all, err := volume.List(ctx)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				if all == nil {
+					all = []volume.Status{}
+				}
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(all)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tREADS\tWRITES\tBYTES\tERRORS\tIOPS")
+			for _, s := range all {
+				k := s.Counters
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%.0f\n", s.Name, s.Device, s.Portal,
+					s.Target, s.LUN, s.Transport, s.Frontend, s.State, k.Reads, k.Writes,
+					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS)
+			}
+			return tw.Flush()
+		},
+	}
+}

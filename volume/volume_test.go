@@ -1,0 +1,141 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iser-attach/iser-attach/nbd/nbdtest"
+)
+
+type fakeController struct {
+	st       Status
+	detached chan bool
+	mounted  bool
+}
+
+func (f *fakeController) Status() Status { return f.st }
+
+func (f *fakeController) Detach(ctx context.Context, force bool) error {
+	if f.mounted && !force {
+		return errors.New("device is mounted on /mnt")
+	}
+	f.detached <- force
+	return nil
+}
+
+func tempRunDir(t *testing.T) {
+	old := RunDir
+	RunDir = t.TempDir()
+	t.Cleanup(func() { RunDir = old })
+}
+
+func ctx2(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestControlSocket(t *testing.T) {
+	tempRunDir(t)
+	fc := &fakeController{st: Status{Name: "vol1", Device: "/dev/ublkb3", PID: 42}, detached: make(chan bool, 2), mounted: true}
+	s, err := ListenControl("vol1", fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := ListenControl("vol1", fc); err == nil || !strings.Contains(err.Error(), "already attached as /dev/ublkb3") {
+		t.Fatalf("second attach of the same name: %v", err)
+	}
+	all, err := List(ctx2(t))
+	if err != nil || len(all) != 1 || all[0].Device != "/dev/ublkb3" {
+		t.Fatalf("list: %v %+v", err, all)
+	}
+	path, st, err := Find(ctx2(t), "/dev/ublkb3")
+	if err != nil || st.Name != "vol1" || path != SocketPath("vol1") {
+		t.Fatalf("find by device: %v %q %+v", err, path, st)
+	}
+	resp, err := Query(ctx2(t), path, Request{Op: "detach"})
+	if err != nil || resp.OK || !strings.Contains(resp.Error, "mounted") {
+		t.Fatalf("detach while mounted: %v %+v", err, resp)
+	}
+	resp, err = Query(ctx2(t), path, Request{Op: "detach", Force: true})
+	if err != nil || !resp.OK || !<-fc.detached {
+		t.Fatalf("forced detach: %v %+v", err, resp)
+	}
+	resp, _ = Query(ctx2(t), path, Request{Op: "reboot"})
+	if resp.OK || !strings.Contains(resp.Error, "unknown op") {
+		t.Fatalf("unknown op: %+v", resp)
+	}
+	s.Close()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatal("socket left after Close")
+	}
+}
+
+func TestStaleSocketReplacedAndPruned(t *testing.T) {
+	tempRunDir(t)
+	// A socket file nobody serves (a daemon killed with SIGKILL).
+	ln, err := net.Listen("unix", SocketPath("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	all, err := List(ctx2(t))
+	if err != nil || len(all) != 0 {
+		t.Fatalf("list: %v %+v", err, all)
+	}
+	if _, err := os.Stat(SocketPath("old")); !os.IsNotExist(err) {
+		t.Fatal("stale socket not pruned")
+	}
+	s, err := ListenControl("old", &fakeController{st: Status{Name: "old"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+func TestValidName(t *testing.T) {
+	for _, ok := range []string{"db1", "vol_a.b-c"} {
+		if err := ValidName(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".x", "a/b", "x y", strings.Repeat("a", 65)} {
+		if ValidName(bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestCounting(t *testing.T) {
+	mem := nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20})
+	c := NewCounting(mem)
+	defer c.Close()
+	ctx := ctx2(t)
+	buf := make([]byte, 4096)
+	if err := c.WriteAt(ctx, buf, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.ReadAt(ctx, buf, 0)
+	_ = c.Flush(ctx)
+	_ = c.ReadAt(ctx, buf, 2<<20) // out of range: an error
+	got := c.Counters()
+	if got.Writes != 1 || got.Reads != 2 || got.WriteBytes != 4096 || got.Flushes != 1 || got.Errors != 1 {
+		t.Fatalf("counters %+v", got)
+	}
+}
+
+func TestInUseRejectsNonBlockDevices(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(f, nil, 0o600)
+	if _, _, err := InUse(f); err == nil {
+		t.Fatal("regular file accepted")
+	}
+}
