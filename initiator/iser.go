@@ -72,8 +72,8 @@ const (
 // per command (queue depth + spare). A command's read buffer is advertised
 // with the data region's rkey (the target RDMA-WRITEs into it), a write
 // buffer likewise (the target RDMA-READs from it). Callers' buffers outside
-// the data region are bounced through a slot; buffers carved from
-// DataRegion go without a copy.
+// registered memory are bounced through a slot; buffers from
+// AllocIOBuffers go without a copy.
 //
 // Goroutines: a poller, started by NewISERDatamover, owns the completion
 // queue: it frees send slots, turns receives into PDUs for Recv and
@@ -83,6 +83,7 @@ type ISERDatamover struct {
 	conn  RDMAConn
 	ctrl  RDMAMemory
 	data  RDMAMemory
+	extra []RDMAMemory // regions handed out by AllocIOBuffers
 	nRecv int
 	nSend int
 	slot  int // data slot size
@@ -109,8 +110,9 @@ type ISERDatamover struct {
 
 type iserTask struct {
 	t         *Task
-	slot      int // data slot, or -1 when the caller's buffer is in the region
-	base      int // offset of the buffer in the data region
+	slot      int // data slot, or -1 when the caller's buffer is registered
+	mem       RDMAMemory
+	base      int // offset of the buffer in mem
 	responded bool
 }
 
@@ -157,10 +159,6 @@ func (d *ISERDatamover) Transport() string { return TransportISER }
 
 // RemoteAddr implements Datamover.
 func (d *ISERDatamover) RemoteAddr() string { return d.conn.RemoteAddr() }
-
-// DataRegion returns the registered data memory: buffers carved from it
-// (slot-sized, slot-aligned) go to the target without a copy.
-func (d *ISERDatamover) DataRegion() []byte { return d.data.Bytes() }
 
 // OperationalKeys implements Datamover: the iSER keys Linux targets
 // negotiate; no digests and no MaxRecvDataSegmentLength (RFC 7145 section 6).
@@ -290,18 +288,44 @@ func (d *ISERDatamover) postSendLocked(i int, sges []rdma.SGE) error {
 	return nil
 }
 
-// regionOffset reports where b lies in the data region, or -1.
-func (d *ISERDatamover) regionOffset(b []byte) int {
+// registered finds the region b lies in (the data region or one from
+// AllocIOBuffers) and b's offset there; nil when b is plain memory.
+func (d *ISERDatamover) registered(b []byte) (RDMAMemory, int) {
 	if len(b) == 0 {
-		return -1
+		return nil, 0
 	}
-	region := d.data.Bytes()
-	start := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if p < start || p+uintptr(len(b)) > start+uintptr(len(region)) {
-		return -1
+	for _, m := range append([]RDMAMemory{d.data}, d.extra...) {
+		region := m.Bytes()
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
+		if p >= start && p+uintptr(len(b)) <= start+uintptr(len(region)) {
+			return m, int(p - start)
+		}
 	}
-	return int(p - start)
+	return nil, 0
+}
+
+// AllocIOBuffers registers count buffers of size bytes in a region of their
+// own and returns them: a frontend that reads and writes through them (ublk)
+// moves data to and from the target without a copy. They stay valid until
+// Close; the frontend must be gone by then.
+func (d *ISERDatamover) AllocIOBuffers(count, size int) ([][]byte, error) {
+	if count <= 0 || size <= 0 || size > d.slot {
+		return nil, fmt.Errorf("iser: %d I/O buffers of %d bytes", count, size)
+	}
+	size = (size + 4095) &^ 4095
+	m, err := d.conn.RegisterMemory(count * size)
+	if err != nil {
+		return nil, fmt.Errorf("iser: register %d I/O buffers: %w", count, err)
+	}
+	d.mu.Lock()
+	d.extra = append(d.extra, m)
+	d.mu.Unlock()
+	bufs := make([][]byte, count)
+	for i := range bufs {
+		bufs[i] = m.Bytes()[i*size : (i+1)*size : (i+1)*size]
+	}
+	return bufs, nil
 }
 
 // SendCommand implements Datamover: the command's SEND carries immediate
@@ -320,10 +344,10 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	if d.closed {
 		return d.closedErr()
 	}
-	st := &iserTask{t: t, slot: -1}
+	st := &iserTask{t: t, slot: -1, mem: d.data}
 	if n > 0 {
-		if off := d.regionOffset(buf); off >= 0 {
-			st.base = off
+		if m, off := d.registered(buf); m != nil {
+			st.mem, st.base = m, off
 		} else {
 			if len(d.freeData) == 0 {
 				return errors.New("iser: no free data buffer (too many aborted commands)")
@@ -334,7 +358,7 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 			copy(d.data.Bytes()[st.base:], t.Write)
 		}
 	}
-	addr := d.data.Addr() + uint64(st.base)
+	addr := st.mem.Addr() + uint64(st.base)
 	imm := 0
 	if len(t.Write) > 0 && d.params.ImmediateData {
 		imm = min(len(t.Write), int(d.params.FirstBurstLength), int(d.params.TargetRecvDataSegmentLength), iserMaxImmediate)
@@ -342,13 +366,13 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	h := ISERHeader{Flags: ISERFlagControl}
 	if len(t.Read) > 0 {
 		h.Flags |= ISERFlagRSV
-		h.ReadSTag, h.ReadVA = d.data.RKey(), addr
+		h.ReadSTag, h.ReadVA = st.mem.RKey(), addr
 	}
 	if len(t.Write) > imm {
 		// The target RDMA-READs what immediate data did not carry: the
 		// address is past the bytes already sent (the write offset rule).
 		h.Flags |= ISERFlagWSV
-		h.WriteSTag, h.WriteVA = d.data.RKey(), addr+uint64(imm)
+		h.WriteSTag, h.WriteVA = st.mem.RKey(), addr+uint64(imm)
 	}
 	i, err := d.getSendLocked()
 	if err != nil {
@@ -364,7 +388,7 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	copy(sbuf[ISERHeaderLen:], b[:])
 	sges := []rdma.SGE{{Addr: saddr, Length: iserHeadersLen, LKey: d.ctrl.LKey()}}
 	if imm > 0 {
-		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: d.data.LKey()})
+		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: st.mem.LKey()})
 	}
 	t.dm = st
 	d.tasks[cmd.ITT] = st

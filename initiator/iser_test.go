@@ -64,7 +64,10 @@ func TestISERReadWriteSizes(t *testing.T) {
 	const blocks = 8192 // 4 MiB
 	s, dm, fc := iserSession(t, blocks)
 	ctx := ctx5(t)
-	region := dm.DataRegion()
+	bufs, err := dm.AllocIOBuffers(2, initiator.MaxTransfer)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sizes := []int{1, 2, 7, 8, 16, 17, 64, 255, 256, 1024} // blocks
 	for i, nb := range sizes {
 		for _, zeroCopy := range []bool{false, true} {
@@ -72,7 +75,7 @@ func TestISERReadWriteSizes(t *testing.T) {
 			lba := uint64((i*997 + nb*13) % (blocks - nb))
 			var data, back []byte
 			if zeroCopy {
-				data, back = region[0:n:n], region[initiator.MaxTransfer:initiator.MaxTransfer+n]
+				data, back = bufs[0][:n], bufs[1][:n]
 			} else {
 				data, back = make([]byte, n), make([]byte, n)
 			}
@@ -96,6 +99,11 @@ func TestISERReadWriteSizes(t *testing.T) {
 	}
 	if fc.Target().Immediate == 0 {
 		t.Fatal("no immediate data was sent")
+	}
+	// Regions: control 0x9001, bounce slots 0x9002, AllocIOBuffers 0x9003.
+	uses := fc.RKeyUses()
+	if uses[0x9003] == 0 || uses[0x9002] == 0 || uses[0x9001] != 0 {
+		t.Fatalf("RDMA accesses per rkey %v: want both bounce and zero-copy, never the control region", uses)
 	}
 }
 

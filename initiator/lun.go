@@ -237,3 +237,7 @@ func (l *LUN) Flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// IOBuffers hands a frontend buffers the datamover moves without a copy
+// (see Session.IOBuffers); nil over iSCSI/TCP.
+func (l *LUN) IOBuffers(count, size int) ([][]byte, error) { return l.s.IOBuffers(count, size) }

@@ -34,6 +34,7 @@ type Conn struct {
 	disconnected bool
 	closed       bool
 	violations   []string
+	rkeyUses     map[uint32]int
 
 	target *Target
 	work   chan func()
@@ -66,6 +67,18 @@ func (c *Conn) Violations() []string {
 
 func (c *Conn) violate(format string, args ...any) {
 	c.violations = append(c.violations, fmt.Sprintf(format, args...))
+}
+
+// RKeyUses counts the target's RDMA accesses per rkey; regions get rkeys
+// 0x9001, 0x9002, ... in the order they were registered.
+func (c *Conn) RKeyUses() map[uint32]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := map[uint32]int{}
+	for k, v := range c.rkeyUses {
+		m[k] = v
+	}
+	return m
 }
 
 // PeerPrivateData is what LIO answers: the 4-byte iSER CM header.
@@ -185,6 +198,10 @@ func (c *Conn) rdmaAccess(rkey uint32, va uint64, n int) ([]byte, error) {
 	if err != nil {
 		c.violate("target RDMA: %v", err)
 	}
+	if c.rkeyUses == nil {
+		c.rkeyUses = map[uint32]int{}
+	}
+	c.rkeyUses[rkey]++
 	return b, err
 }
 
