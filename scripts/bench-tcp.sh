@@ -41,6 +41,7 @@ esac
 fio --enghelp 2>/dev/null | grep -qx '[[:space:]]*nbd' || die "this fio has no nbd engine (need fio >= 3.20 built with libnbd)"
 
 WORK="$(mktemp -d /tmp/iser-attach-bench.XXXXXX)"
+BIN="$WORK/bin" # never bin/: the VM lab shares that with cgo builds
 PIDS=()
 # alive PID: true while PID runs (a zombie, exited but not waited for, does not).
 alive() {
@@ -89,15 +90,15 @@ stop_last() { # stop the most recently started background process
 }
 
 log "building"
-case " $SIDES " in *" a "*) CGO_ENABLED=0 go build -o bin/ ./cmd/iser-attach ;; esac
-CGO_ENABLED=0 go build -o bin/ ./internal/tgttest/cmd/tgtlab
-CGO_ENABLED=0 go build -o bin/ ./internal/tgttest/cmd/fiotable
+case " $SIDES " in *" a "*) CGO_ENABLED=0 go build -o "$BIN/" ./cmd/iser-attach ;; esac
+CGO_ENABLED=0 go build -o "$BIN/" ./internal/tgttest/cmd/tgtlab
+CGO_ENABLED=0 go build -o "$BIN/" ./internal/tgttest/cmd/fiotable
 
 mkdir -p "$OUT"
 rm -f "$OUT"/[ab]-*.json
 
 log "starting tgtd with a ${SIZE_MB} MiB LUN"
-bin/tgtlab -size "${SIZE_MB}M" -dir "$WORK/lun" >"$WORK/tgtlab.env" 2>"$WORK/tgtlab.log" &
+"$BIN"/tgtlab -size "${SIZE_MB}M" -dir "$WORK/lun" >"$WORK/tgtlab.env" 2>"$WORK/tgtlab.log" &
 PIDS+=($!)
 wait_for tgtlab "${PIDS[-1]}" grep -q '^READY=1$' "$WORK/tgtlab.env"
 PORTAL=$(sed -n 's/^PORTAL=//p' "$WORK/tgtlab.env")
@@ -133,7 +134,7 @@ run_side() { # SIDE LABEL SERVER-COMMAND...
 	stop_last
 }
 
-serve_a() { exec bin/iser-attach serve --portal "$PORTAL" --target "$TARGET" --lun 1 --listen "unix:$1"; }
+serve_a() { exec "$BIN"/iser-attach serve --portal "$PORTAL" --target "$TARGET" --lun 1 --listen "unix:$1"; }
 # exec: $! must be the server itself, not a subshell, for the TERM at the
 # end. --persistent: keep serving after a client leaves (one fio run per
 # workload).
@@ -147,4 +148,4 @@ echo "iSCSI/TCP to tgtd on 127.0.0.1, NBD over a unix socket, fio ioengine=nbd, 
 echo "$(date -u +%Y-%m-%dT%H:%M:%SZ)  $(uname -r)  $(nproc) CPUs  $(fio --version)  $(qemu-nbd --version 2>/dev/null | head -1)"
 echo "a = iser-attach serve, b = qemu-nbd with libiscsi; results in $OUT"
 echo
-bin/fiotable -dir "$OUT" -a iser-attach -b qemu-nbd
+"$BIN"/fiotable -dir "$OUT" -a iser-attach -b qemu-nbd

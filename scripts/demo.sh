@@ -26,6 +26,7 @@ need nbdcopy libnbd-bin
 need sha256sum coreutils
 
 WORK="$(mktemp -d /tmp/iser-attach-demo.XXXXXX)"
+BIN="$WORK/bin" # never bin/: the VM lab shares that with cgo builds
 SOCK="$WORK/nbd.sock"
 URI="nbd+unix:///?socket=$SOCK"
 PIDS=()
@@ -76,13 +77,13 @@ wait_for() {
 	die "$desc: not ready after 30 s"
 }
 
-step "build bin/iser-attach and bin/tgtlab (CGO_ENABLED=0)"
-CGO_ENABLED=0 go build -o bin/ ./cmd/iser-attach
-CGO_ENABLED=0 go build -o bin/ ./internal/tgttest/cmd/tgtlab
-ls -l bin/iser-attach bin/tgtlab
+step "build iser-attach and tgtlab (CGO_ENABLED=0)"
+CGO_ENABLED=0 go build -o "$BIN/" ./cmd/iser-attach
+CGO_ENABLED=0 go build -o "$BIN/" ./internal/tgttest/cmd/tgtlab
+ls -l "$BIN"/iser-attach "$BIN"/tgtlab
 
 step "start tgtd with one $SIZE LUN on a free port on 127.0.0.1"
-bin/tgtlab -size "$SIZE" -dir "$WORK/lun" >"$WORK/tgtlab.env" 2>"$WORK/tgtlab.log" &
+"$BIN"/tgtlab -size "$SIZE" -dir "$WORK/lun" >"$WORK/tgtlab.env" 2>"$WORK/tgtlab.log" &
 PIDS+=($!)
 wait_for tgtlab "${PIDS[-1]}" grep -q '^READY=1$' "$WORK/tgtlab.env"
 PORTAL=$(sed -n 's/^PORTAL=//p' "$WORK/tgtlab.env")
@@ -92,14 +93,14 @@ CONTROL_PORT=$(sed -n 's/^CONTROL_PORT=//p' "$WORK/tgtlab.env")
 echo "portal $PORTAL, target $TARGET, LUN 1 backed by $LUN1"
 tgtadm -C "$CONTROL_PORT" --lld iscsi --mode target --op show | sed -n '1p;/LUN: 1/,/Backing store path/p'
 
-step "bin/iser-attach discover $PORTAL"
-bin/iser-attach discover "$PORTAL"
+step "iser-attach discover $PORTAL"
+"$BIN"/iser-attach discover "$PORTAL"
 
-step "bin/iser-attach info --portal $PORTAL --target $TARGET --lun 1"
-bin/iser-attach info --portal "$PORTAL" --target "$TARGET" --lun 1
+step "iser-attach info --portal $PORTAL --target $TARGET --lun 1"
+"$BIN"/iser-attach info --portal "$PORTAL" --target "$TARGET" --lun 1
 
-step "bin/iser-attach serve ... --listen unix:$SOCK (background)"
-bin/iser-attach serve --portal "$PORTAL" --target "$TARGET" --lun 1 --listen "unix:$SOCK" &
+step "iser-attach serve ... --listen unix:$SOCK (background)"
+"$BIN"/iser-attach serve --portal "$PORTAL" --target "$TARGET" --lun 1 --listen "unix:$SOCK" &
 PIDS+=($!)
 wait_for "iser-attach serve" "${PIDS[-1]}" test -S "$SOCK"
 echo "listening on $SOCK"

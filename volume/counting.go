@@ -5,23 +5,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/iser-attach/iser-attach/nbd"
 )
 
-// Backend is the block backend a frontend serves (initiator.LUN).
-type Backend interface {
-	Size() int64
-	BlockSize() uint32
-	PreferredBlockSize() uint32
-	MaxTransfer() uint32
-	ReadOnly() bool
-	CanTrim() bool
-	CanWriteZeroes() bool
-	ReadAt(ctx context.Context, p []byte, off int64) error
-	WriteAt(ctx context.Context, p []byte, off int64, fua bool) error
-	Flush(ctx context.Context) error
-	Trim(ctx context.Context, off, length int64) error
-	WriteZeroes(ctx context.Context, off, length int64, mayUnmap, fua bool) error
-}
+// Backend is the block backend a frontend serves (initiator.LUN): the
+// same contract as an NBD export's.
+type Backend = nbd.Backend
 
 // Counters are a volume's I/O totals.
 type Counters struct {
