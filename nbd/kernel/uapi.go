@@ -71,3 +71,7 @@ const (
 
 // NBD_MAJOR (linux/major.h): the block major of /dev/nbdN.
 const nbdMajor = 43
+
+// The driver's smallest block size (nbd_is_valid_blksize; the largest is
+// the page size).
+const minBlockSize = 512

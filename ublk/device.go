@@ -1,0 +1,391 @@
+package ublk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Device is one ublk device served by this process: /dev/ublkbN, backed by a
+// Backend. Create or Recover makes one; Close (or Stop) removes the device,
+// Detach leaves it to a later Recover. All methods are safe for concurrent
+// use; Close, Stop and Detach are idempotent (the first one decides) and
+// unblock Done.
+type Device struct {
+	id       int
+	info     DevInfo
+	b        Backend
+	ctrl     *control
+	char     *os.File
+	queues   []*queue
+	st       stats
+	ctx      context.Context // backend calls; cancelled when shutdown gives up on them
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when every queue loop has ended
+	doneOnce sync.Once
+	endOnce  sync.Once
+	endErr   error
+}
+
+// BlockPath is the block device node of device id.
+func BlockPath(id int) string { return "/dev/ublkb" + strconv.Itoa(id) }
+
+// CharPath is the character device node of device id.
+func CharPath(id int) string { return "/dev/ublkc" + strconv.Itoa(id) }
+
+// Create adds a new ublk device for b, starts serving it and returns once
+// the kernel has added the disk (/dev/ublkbN exists). ctx bounds the setup.
+// On kernels without what it needs it returns a *KernelError (see
+// Supported).
+func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) {
+	g, err := opt.resolve(b)
+	if err != nil {
+		return nil, err
+	}
+	c, err := openChecked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info := DevInfo{
+		NrHWQueues:    uint16(g.queues),
+		QueueDepth:    uint16(g.depth),
+		MaxIOBufBytes: uint32(g.maxIO),
+		DevID:         anyDev,
+		ServerPID:     int32(os.Getpid()),
+		Flags:         g.flags,
+	}
+	if opt.FixedID {
+		info.DevID = uint32(opt.ID)
+	}
+	if err := c.addDev(ctx, &info); err != nil {
+		c.close()
+		return nil, fmt.Errorf("ublk create: %w", err)
+	}
+	d := newDevice(c, b, info)
+	fail := func(err error) (*Device, error) {
+		d.teardown(context.Background(), true)
+		return nil, fmt.Errorf("ublk create dev %d: %w", d.id, err)
+	}
+	if info.MaxIOBufBytes < uint32(os.Getpagesize()) || info.QueueDepth == 0 || info.NrHWQueues == 0 {
+		return fail(fmt.Errorf("driver answered ADD_DEV with %+v", info))
+	}
+	// The driver may have lowered queues (to the CPUs) and max I/O (to a
+	// page multiple); max_sectors must follow.
+	g.p.MaxSectors = min(g.p.MaxSectors, info.MaxIOBufBytes>>9)
+	if err := c.setParams(ctx, uint32(d.id), &g.p); err != nil {
+		return fail(err)
+	}
+	if err := d.attach(ctx); err != nil {
+		return fail(err)
+	}
+	if err := c.startDev(ctx, uint32(d.id)); err != nil {
+		return fail(err)
+	}
+	if err := ensureNode(BlockPath(d.id), "/sys/class/block/ublkb"+strconv.Itoa(d.id)+"/dev", unix.S_IFBLK); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// Recover attaches b to device id, left behind by a server that died or
+// detached (UBLK_F_USER_RECOVERY): START_USER_RECOVERY, new FETCHes on every
+// tag, END_USER_RECOVERY. Requests the old server had not completed are
+// reissued to b (UBLK_F_USER_RECOVERY_REISSUE); a filesystem mounted on
+// /dev/ublkbN stays mounted. The queue count, depth and largest request are
+// the device's own; opt supplies nothing else today. b must be the same disk:
+// its size and block size are checked against the device's parameters.
+// START_USER_RECOVERY is retried while the driver reports the old server
+// still present (EBUSY), until ctx ends (30 s when ctx has no deadline).
+func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device, error) {
+	_ = opt
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	c, err := openChecked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Device, error) {
+		c.close()
+		return nil, fmt.Errorf("ublk recover dev %d: %w", id, err)
+	}
+	info, err := c.getDevInfo(ctx, uint32(id))
+	if err != nil {
+		return fail(err)
+	}
+	if info.Flags&FlagUserRecovery == 0 {
+		return fail(errors.New("device was created without UBLK_F_USER_RECOVERY"))
+	}
+	p, err := c.getParams(ctx, uint32(id))
+	if err != nil {
+		return fail(err)
+	}
+	if int64(p.DevSectors)<<9 != b.Size() || p.LogicalBSShift != uint8(bits.TrailingZeros32(b.BlockSize())) {
+		return fail(fmt.Errorf("backend is %d bytes in %d-byte blocks, the device %d in %d",
+			b.Size(), b.BlockSize(), int64(p.DevSectors)<<9, 1<<p.LogicalBSShift))
+	}
+	for {
+		err = c.startRecovery(ctx, uint32(id))
+		if !errors.Is(err, syscall.EBUSY) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Errorf("%w (the old server still holds %s)", err, CharPath(id)))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	d := newDevice(c, b, info)
+	if err := d.attach(ctx); err != nil {
+		d.teardown(context.Background(), false)
+		return nil, fmt.Errorf("ublk recover dev %d: %w", id, err)
+	}
+	if err := c.endRecovery(ctx, uint32(id)); err != nil {
+		d.teardown(context.Background(), false)
+		return nil, fmt.Errorf("ublk recover dev %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// Remove stops and deletes device id, served or not (STOP_DEV, DEL_DEV);
+// for devices a dead server left behind. I/O held for recovery fails.
+func Remove(ctx context.Context, id int) error {
+	c, err := openChecked(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if err := c.stopDev(ctx, uint32(id)); err != nil {
+		return fmt.Errorf("ublk remove: %w", err)
+	}
+	if err := c.delDev(ctx, uint32(id)); err != nil {
+		return fmt.Errorf("ublk remove: %w", err)
+	}
+	return nil
+}
+
+// openChecked opens the control device and checks the driver's features.
+func openChecked(ctx context.Context) (*control, error) {
+	c, err := openControl()
+	if err != nil {
+		return nil, classifyOpenErr(err)
+	}
+	f, err := c.getFeatures(ctx)
+	if err == nil {
+		err = checkFeatures(f)
+	} else {
+		err = classifyFeaturesErr(err)
+	}
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newDevice(c *control, b Backend, info DevInfo) *Device {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Device{id: int(info.DevID), info: info, b: b, ctrl: c, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+// attach opens /dev/ublkcN, maps each queue's descriptors, allocates the
+// buffers and starts the queue loops; it returns once every queue has sent
+// its FETCHes.
+func (d *Device) attach(ctx context.Context) error {
+	charPath := CharPath(d.id)
+	if err := ensureNode(charPath, "/sys/class/ublk-char/ublkc"+strconv.Itoa(d.id)+"/dev", unix.S_IFCHR); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(charPath, os.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", charPath, err)
+	}
+	d.char = f
+	depth, maxIO, page := int(d.info.QueueDepth), int(d.info.MaxIOBufBytes), os.Getpagesize()
+	maxXfer := int(d.b.MaxTransfer())
+	if maxXfer >= maxIO {
+		maxXfer = 0
+	}
+	for i := 0; i < int(d.info.NrHWQueues); i++ {
+		bufs, err := newIOBuffers(d.b, depth, maxIO)
+		if err != nil {
+			return err
+		}
+		q, err := newQueue(i, depth, int(f.Fd()), page, d.b, bufs)
+		if err != nil {
+			bufs.free()
+			return err
+		}
+		q.ctx, q.st, q.maxXfer = d.ctx, &d.st, maxXfer
+		d.queues = append(d.queues, q)
+		go q.run()
+		select {
+		case err := <-q.ready:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("ublk queue %d setup: %w", i, ctx.Err())
+		}
+	}
+	go d.watch()
+	return nil
+}
+
+// watch closes done when every queue loop has ended. Owned by the Device;
+// it ends with the last queue.
+func (d *Device) watch() {
+	for _, q := range d.queues {
+		<-q.exited
+	}
+	d.closeDone()
+}
+
+func (d *Device) closeDone() { d.doneOnce.Do(func() { close(d.done) }) }
+
+// ID is the device number N of /dev/ublkbN.
+func (d *Device) ID() int { return d.id }
+
+// BlockPath is /dev/ublkbN.
+func (d *Device) BlockPath() string { return BlockPath(d.id) }
+
+// CharPath is /dev/ublkcN.
+func (d *Device) CharPath() string { return CharPath(d.id) }
+
+// Info is the device information the driver returned at ADD_DEV or
+// GET_DEV_INFO (queues, depth, largest request, flags).
+func (d *Device) Info() DevInfo { return d.info }
+
+// Stats returns the request counters.
+func (d *Device) Stats() Stats { return d.st.snapshot() }
+
+// Done is closed when the device is no longer served by this process:
+// after Close, Stop or Detach, or when the driver removed the device under
+// us (someone else's STOP_DEV).
+func (d *Device) Done() <-chan struct{} { return d.done }
+
+// Err reports why the queues ended on their own, after Done.
+func (d *Device) Err() error {
+	for _, q := range d.queues {
+		select {
+		case <-q.exited:
+			if q.err != nil {
+				return q.err
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// Stop removes the device: STOP_DEV (the kernel completes the I/O in flight
+// through us and deletes the disk), the queues end, then DEL_DEV. When ctx
+// ends first, backend calls still running are cancelled and the device is
+// deleted anyway.
+func (d *Device) Stop(ctx context.Context) error {
+	d.endOnce.Do(func() { d.endErr = d.teardown(ctx, true) })
+	return d.endErr
+}
+
+// Close is Stop with a 30-second limit.
+func (d *Device) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return d.Stop(ctx)
+}
+
+// Detach stops serving the device but leaves it in the kernel, for Recover
+// in this or another process: requests queue up in the kernel meanwhile
+// (the ones in flight now are reissued to the recovering server). Backend
+// calls in flight are waited for, their results dropped.
+func (d *Device) Detach() error {
+	d.endOnce.Do(func() { d.endErr = d.teardown(context.Background(), false) })
+	return d.endErr
+}
+
+// teardown ends the device. With remove: STOP_DEV first so the driver
+// completes what is in flight and aborts the FETCHes, then the queues end,
+// then DEL_DEV once the char device is closed (the driver waits for that).
+// Without remove: the queues are told to quit, the rings closed, and the
+// driver quiesces the device for recovery.
+func (d *Device) teardown(ctx context.Context, remove bool) error {
+	var errs []error
+	if remove && len(d.queues) > 0 {
+		if err := d.ctrl.stopDev(ctx, uint32(d.id)); err != nil && !errors.Is(err, syscall.ENODEV) {
+			errs = append(errs, err)
+		}
+		// The driver aborts every FETCH once the disk is gone; wait for the
+		// loops a little, then make them quit.
+		select {
+		case <-d.done:
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			d.cancel() // give up on backend calls
+		}
+	}
+	for _, q := range d.queues {
+		q.stop()
+	}
+	for _, q := range d.queues {
+		<-q.exited
+	}
+	d.closeDone()
+	d.cancel()
+	for _, q := range d.queues {
+		q.release()
+	}
+	if d.char != nil {
+		if err := d.char.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close %s: %w", d.CharPath(), err))
+		}
+	}
+	if remove {
+		if err := d.ctrl.delDev(ctx, uint32(d.id)); err != nil && !errors.Is(err, syscall.ENODEV) {
+			errs = append(errs, err)
+		}
+	}
+	if err := d.ctrl.close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ensureNode makes the device node path from the "major:minor" in sysDev
+// when it is missing (a system without devtmpfs or udev); with devtmpfs it
+// already exists, or appears within a moment.
+func ensureNode(path, sysDev string, mode uint32) error {
+	for i := 0; i < 20; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err := os.ReadFile(sysDev)
+	if err != nil {
+		return fmt.Errorf("device node %s missing and %w", path, err)
+	}
+	var maj, min uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &min); err != nil {
+		return fmt.Errorf("parse %s: %w", sysDev, err)
+	}
+	if err := unix.Mknod(path, mode|0o600, int(unix.Mkdev(maj, min))); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("mknod %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package ublk
+
+import (
+	"context"
+	"sync"
+	"syscall"
+)
+
+// memBackend is an in-memory Backend for unit and lab tests; it records
+// what reached it and fails requests that touch failFrom..failTo.
+type memBackend struct {
+	mu               sync.Mutex
+	data             []byte
+	bs               uint32
+	maxXfer          uint32
+	ro, trim, zeroes bool
+	failFrom, failTo int64
+	failErr          error
+
+	flushes, trims, zeroCalls, fuaWrites, writes, reads int
+	lastTrim, lastZero                                  [2]int64
+	lastMayUnmap                                        bool
+}
+
+func newMemBackend(size int64, bs uint32) *memBackend {
+	return &memBackend{data: make([]byte, size), bs: bs, trim: true, zeroes: true, failErr: syscall.EIO}
+}
+
+func (m *memBackend) Size() int64                { return int64(len(m.data)) }
+func (m *memBackend) BlockSize() uint32          { return m.bs }
+func (m *memBackend) PreferredBlockSize() uint32 { return 4096 }
+func (m *memBackend) MaxTransfer() uint32        { return m.maxXfer }
+func (m *memBackend) ReadOnly() bool             { return m.ro }
+func (m *memBackend) CanTrim() bool              { return m.trim }
+func (m *memBackend) CanWriteZeroes() bool       { return m.zeroes }
+
+func (m *memBackend) failing(off, n int64) bool {
+	return m.failTo > m.failFrom && off < m.failTo && off+n > m.failFrom
+}
+
+func (m *memBackend) ReadAt(_ context.Context, p []byte, off int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	if m.failing(off, int64(len(p))) {
+		return m.failErr
+	}
+	copy(p, m.data[off:])
+	return nil
+}
+
+func (m *memBackend) WriteAt(_ context.Context, p []byte, off int64, fua bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.writes++
+	if fua {
+		m.fuaWrites++
+	}
+	if m.failing(off, int64(len(p))) {
+		return m.failErr
+	}
+	copy(m.data[off:], p)
+	return nil
+}
+
+func (m *memBackend) Flush(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.flushes++
+	return nil
+}
+
+func (m *memBackend) Trim(_ context.Context, off, n int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.trims++
+	m.lastTrim = [2]int64{off, n}
+	clear(m.data[off : off+n])
+	return nil
+}
+
+func (m *memBackend) WriteZeroes(_ context.Context, off, n int64, mayUnmap, fua bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.zeroCalls++
+	m.lastZero = [2]int64{off, n}
+	m.lastMayUnmap = mayUnmap
+	clear(m.data[off : off+n])
+	return nil
+}

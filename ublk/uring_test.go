@@ -1,0 +1,97 @@
+package ublk
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The host kernel has io_uring: NOPs go round trip through a real ring, with
+// 64- and 128-byte SQEs.
+func TestRingNop(t *testing.T) {
+	for _, sqe128 := range []bool{false, true} {
+		r, err := newRing(8, sqe128)
+		if err != nil {
+			t.Fatalf("newRing(sqe128=%v): %v", sqe128, err)
+		}
+		if want := map[bool]int{false: 64, true: 128}[sqe128]; r.sqeSize != want {
+			t.Errorf("sqe size %d, want %d", r.sqeSize, want)
+		}
+		for round := 0; round < 3; round++ { // wraps the 8-entry ring
+			for i := 0; i < 5; i++ {
+				sqe := r.sqe()
+				if sqe == nil {
+					t.Fatalf("round %d: no SQE for %d", round, i)
+				}
+				prepNop(sqe, uint64(round*100+i))
+			}
+			if err := r.enter(5, 0); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 5; i++ {
+				e, ok := r.peek()
+				if !ok {
+					t.Fatalf("round %d: %d completions, want 5", round, i)
+				}
+				r.advance()
+				if e.UserData != uint64(round*100+i) || e.Res != 0 {
+					t.Errorf("cqe %+v, want user_data %d res 0", e, round*100+i)
+				}
+			}
+			if _, ok := r.peek(); ok {
+				t.Fatal("extra completion")
+			}
+		}
+		if err := r.close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.close(); err != nil { // idempotent
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRingFull(t *testing.T) {
+	r, err := newRing(4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	for i := 0; i < 4; i++ {
+		if r.sqe() == nil {
+			t.Fatalf("SQE %d missing", i)
+		}
+	}
+	if r.sqe() != nil {
+		t.Fatal("a fifth SQE in a 4-entry ring")
+	}
+}
+
+// A wait with a timeout returns when nothing completes.
+func TestRingWaitTimeout(t *testing.T) {
+	r, err := newRing(4, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if r.features&featExtArg == 0 {
+		t.Fatal("kernel without IORING_FEAT_EXT_ARG (5.11)")
+	}
+	t0 := time.Now()
+	if err := r.enter(1, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d < 40*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("waited %v for a 50 ms timeout", d)
+	}
+}
+
+func TestRingSetupFailure(t *testing.T) {
+	for _, n := range []uint32{0, 65536} {
+		_, err := newRing(n, false)
+		if !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("newRing(%d) = %v, want EINVAL", n, err)
+		}
+	}
+}
