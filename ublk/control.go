@@ -36,7 +36,7 @@ type control struct {
 func openControl() (*control, error) {
 	f, err := os.OpenFile(ControlPath, os.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", ControlPath, err)
+		return nil, err // *fs.PathError: "open /dev/ublk-control: ..."
 	}
 	c := &control{f: f}
 	if err := c.setup(); err != nil {

@@ -212,7 +212,7 @@ func (d *Device) attach(ctx context.Context) error {
 	}
 	f, err := os.OpenFile(charPath, os.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", charPath, err)
+		return err // *fs.PathError names the operation and the path
 	}
 	d.char = f
 	depth, maxIO, page := int(d.info.QueueDepth), int(d.info.MaxIOBufBytes), os.Getpagesize()

@@ -57,11 +57,11 @@ func (m *memBackend) setFail(from, to int64) {
 	m.failFrom, m.failTo = from, to
 }
 
-func createLab(t *testing.T, m *memBackend, opt DeviceOptions) *Device {
+func createLab(t *testing.T, b Backend, opt DeviceOptions) *Device {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d, err := Create(ctx, m, opt)
+	d, err := Create(ctx, b, opt)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -288,4 +288,79 @@ func TestLabDetachRecover(t *testing.T) {
 	if err := Remove(ctx, id); !errors.Is(err, syscall.ENODEV) {
 		t.Errorf("Remove of a deleted device: %v, want ENODEV", err)
 	}
+}
+
+// poolBackend hands the device its own I/O buffers (BufferProvider), as the
+// iSER datamover does with its registered pool, and checks that every read
+// and write reaches it in those buffers.
+type poolBackend struct {
+	*memBackend
+	pool    []byte
+	calls   int
+	outside int
+}
+
+func (p *poolBackend) IOBuffers(count, size int) ([][]byte, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	bufs := make([][]byte, count)
+	for i := range bufs {
+		if len(p.pool) < size {
+			return nil, errors.New("pool exhausted")
+		}
+		bufs[i], p.pool = p.pool[:size:size], p.pool[size:]
+	}
+	return bufs, nil
+}
+
+func (p *poolBackend) check(b []byte, base []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lo, hi := uintptrOf(base), uintptrOf(base)+uintptr(len(base))
+	if a := uintptrOf(b); a < lo || a+uintptr(len(b)) > hi {
+		p.outside++
+	}
+}
+
+func TestLabBufferProvider(t *testing.T) {
+	labSetup(t)
+	const depth, queues = 8, 2
+	base := make([]byte, depth*queues*DefaultMaxIOBytes)
+	p := &poolBackend{memBackend: newMemBackend(32<<20, 512), pool: base}
+	b := &checkedPool{p, base}
+	d := createLab(t, b, DeviceOptions{Queues: queues, QueueDepth: depth})
+	defer d.Close()
+	if p.calls != int(d.Info().NrHWQueues) {
+		t.Errorf("IOBuffers called %d times for %d queues", p.calls, d.Info().NrHWQueues)
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	os.WriteFile(in, data, 0o600)
+	run(t, "dd", "if="+in, "of="+d.BlockPath(), "bs=512k", "oflag=direct", "status=none")
+	out := filepath.Join(t.TempDir(), "out")
+	run(t, "dd", "if="+d.BlockPath(), "of="+out, "bs=512k", "count=8", "iflag=direct", "status=none")
+	if back, _ := os.ReadFile(out); !bytes.Equal(back, data) {
+		t.Fatal("data differs through provided buffers")
+	}
+	if p.outside != 0 {
+		t.Fatalf("%d reads/writes outside the provided buffers", p.outside)
+	}
+}
+
+// checkedPool routes ReadAt/WriteAt through poolBackend.check.
+type checkedPool struct {
+	*poolBackend
+	base []byte
+}
+
+func (c *checkedPool) ReadAt(ctx context.Context, b []byte, off int64) error {
+	c.check(b, c.base)
+	return c.memBackend.ReadAt(ctx, b, off)
+}
+
+func (c *checkedPool) WriteAt(ctx context.Context, b []byte, off int64, fua bool) error {
+	c.check(b, c.base)
+	return c.memBackend.WriteAt(ctx, b, off, fua)
 }

@@ -121,14 +121,3 @@ func (c *Counting) WriteZeroes(ctx context.Context, off, length int64, mayUnmap,
 	c.zeroes.Add(1)
 	return c.count(c.Backend.WriteZeroes(ctx, off, length, mayUnmap, fua))
 }
-
-// IOBuffers passes a buffer provider through (ublk carves its I/O buffers
-// from the iSER datamover's registered region).
-func (c *Counting) IOBuffers(count, size int) ([][]byte, error) {
-	if bp, ok := c.Backend.(interface {
-		IOBuffers(count, size int) ([][]byte, error)
-	}); ok {
-		return bp.IOBuffers(count, size)
-	}
-	return nil, nil
-}

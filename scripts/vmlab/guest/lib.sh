@@ -15,7 +15,7 @@
 #                              rd (ramdisk) or file (fileio, backing file under
 #                              $LIO_FILE_DIR); e.g. lio_target $VMLAB_IQN rd:256 file:64:4096
 #                              Env: LIO_ISER=1|0 (default 1: iSER and TCP on the portal),
-#                              LIO_PORT (3260), LIO_CHAP_USER/LIO_CHAP_PASS (CHAP),
+#                              LIO_PORT (3260), LIO_WCE=1 (write cache), LIO_TPU=1 (UNMAP), LIO_CHAP_USER/LIO_CHAP_PASS (CHAP),
 #                              LIO_CHAP_MUTUAL_USER/LIO_CHAP_MUTUAL_PASS (mutual CHAP)
 #   lio_iser IQN 0|1           turn iSER off/on on the target's portal
 #   lio_teardown               remove every LIO target and backstore
@@ -177,6 +177,13 @@ lio_target() {
 		# Enabling resets block_size to the backend's 512; set it after, before export.
 		_lio_put "$_dev/enable" 1 || return 1
 		[ "$_bs" = 512 ] || _lio_put "$_dev/attrib/block_size" "$_bs" || return 1
+		# LIO_WCE=1: report a volatile write cache (WCE), so initiators send SYNCHRONIZE CACHE.
+		[ "${LIO_WCE:-0}" = 1 ] && { _lio_put "$_dev/attrib/emulate_write_cache" 1 || return 1; }
+		# LIO_TPU=1: thin provisioning, UNMAP and WRITE SAME with UNMAP (fileio punches holes).
+		if [ "${LIO_TPU:-0}" = 1 ]; then
+			_lio_put "$_dev/attrib/emulate_tpu" 1 || return 1
+			_lio_put "$_dev/attrib/emulate_tpws" 1 || return 1
+		fi
 		mkdir -p "$_tpg/lun/lun_$_i" || return 1
 		ln -s "$_dev" "$_tpg/lun/lun_$_i/$_name" || return 1
 		_i=$((_i + 1))

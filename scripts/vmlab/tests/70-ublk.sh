@@ -28,11 +28,13 @@ step mkfs mkfs.ext4 -q -F "$dev"
 step mount mount "$dev" "$mnt"
 step write-files sh -c "head -c 6M /dev/urandom >$mnt/a && head -c 3M /dev/urandom >$mnt/b && sync"
 sha256sum "$mnt/a" "$mnt/b" >/tmp/ublk.sums
+# The write phase is rate-limited to about 8 s so the kill lands in it, with up to 32 writes in
+# flight: those must be reissued to the new server, or fio sees EIO and its verify fails.
 fio --name=recover --directory="$mnt" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k-64k \
-	--iodepth=32 --size=48M --verify=crc32c --verify_state_save=0 --do_verify=1 \
+	--iodepth=32 --size=32M --rate=,4m --verify=crc32c --verify_state_save=0 --do_verify=1 \
 	--output="$VMLAB_RESULTS/fio-recover.txt" &
 fio=$!
-sleep 3
+sleep 2
 step fio-running kill -0 $fio
 step kill-server kill -KILL $pid1
 wait $pid1 || true
@@ -51,6 +53,10 @@ step files-intact-remount sha256sum -c /tmp/ublk.sums
 step umount-2 umount "$mnt"
 step server-stop kill -TERM $pid2
 step server-exit wait $pid2
+# The recovered server took over fio's writes (more than 4 MiB of the 32).
+written=$(sed -n 's/.*BytesWritten:\([0-9]*\).*/\1/p' "$VMLAB_RESULTS/ublkmem-2.log")
+echo "recovered server wrote ${written:-?} bytes"
+step recovered-server-wrote test "${written:-0}" -gt 4194304
 step device-removed sh -c "! test -e $dev"
 grep -h 'ublkmem' "$VMLAB_RESULTS"/ublkmem-*.log || true
 rm -f "$img"

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/nbd"
+	nbdkernel "github.com/iser-attach/iser-attach/nbd/kernel"
+	"github.com/iser-attach/iser-attach/volume"
+)
+
+func init() { frontends["nbd"] = attachNBD }
+
+type nbdDevice struct {
+	d   *nbdkernel.Device
+	srv *nbd.Server
+}
+
+func (n *nbdDevice) Path() string { return n.d.Path() }
+
+func (n *nbdDevice) Detach(ctx context.Context) error {
+	err := n.d.Detach(ctx)
+	n.srv.Close()
+	return err
+}
+
+// attachNBD serves the LUN to the kernel's NBD driver over in-process
+// socket pairs: /dev/nbdN with FLUSH, FUA, TRIM and WRITE_ZEROES.
+func attachNBD(ctx context.Context, c *cli.Context, name string, b *volume.Counting, l *initiator.LUN) (blockDevice, error) {
+	if err := nbdkernel.Supported(ctx); err != nil {
+		return nil, err
+	}
+	srv, err := nbd.NewServer([]nbd.Export{{Name: name, Description: name, Backend: b}}, nbd.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	d, err := nbdkernel.Attach(ctx, srv, name, nbdkernel.Options{
+		Index:       nbdkernel.AnyIndex,
+		Connections: c.Int("nbd-connections"),
+		BlockSize:   l.Info().BlockSize,
+		BackendID:   "iser-attach:" + name,
+		Logger:      logger,
+	})
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("nbd: %w", err)
+	}
+	return &nbdDevice{d: d, srv: srv}, nil
+}

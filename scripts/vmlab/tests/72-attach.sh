@@ -1,0 +1,94 @@
+#!/bin/sh
+# iser-attach attach/detach/list (issue 5) against LIO over rxe: for ublk and for nbd, over
+# iSER and over TCP: attach, mkfs.ext4, mount, write files, sync, detach refused while mounted,
+# fstrim reaching the target as UNMAP (discard counter), fsync as SYNCHRONIZE CACHE (flush
+# counter), umount, detach, attach again, checksums verified; fio verify=crc32c at QD32; two LUNs
+# attached at once; the daemon killed with SIGKILL during fio verify and restarted: ublk user
+# recovery takes the device over, no verify error.
+. "$VMLAB_LIB"
+set -eu
+
+iqn=$VMLAB_IQN
+portal=$VMLAB_ADDR:3260
+ia() { iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab --log-level warn "$@"; }
+counter() { # counter NAME FIELD: a volume's I/O counter from list --json
+	ia list --json | jq -r --arg n "$1" --arg f "$2" '.[] | select(.name == $n) | .counters[$f]'
+}
+
+step binaries test -x "$VMLAB_BIN/iser-attach"
+step rxe-up rxe_up
+step ublk-load ublk_load
+step nbd-load nbd_load
+step lio-target env LIO_WCE=1 LIO_TPU=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" file:96 file:64:4096' "$iqn"
+mkdir -p /mnt/v
+
+cycle() { # cycle FRONTEND TRANSPORT LUN
+	fe=$1 tr=$2 lun=$3 name=v-$1-$2
+	dev=$(ia attach --daemon --frontend "$fe" --transport "$tr" --portal "$portal" --target "$iqn" \
+		--lun "$lun" --name "$name") || return 1
+	echo "$name: $dev"
+	test -b "$dev" || return 1
+	ia list | grep -q "^$name .*$tr .*$fe .*attached" || { ia list; return 1; }
+	mkfs.ext4 -q -F "$dev" || return 1
+	mount "$dev" /mnt/v || return 1
+	for i in 1 2 3; do head -c 4M /dev/urandom >/mnt/v/f$i || return 1; done
+	(cd /mnt/v && sha256sum f1 f2 f3 >/tmp/sums) || return 1
+	flushes=$(counter "$name" flushes)
+	sync -f /mnt/v/f1 || return 1
+	test "$(counter "$name" flushes)" -gt "$flushes" || { echo "fsync sent no FLUSH"; return 1; }
+	if ia detach "$name" 2>/tmp/refused; then echo "detach of a mounted device succeeded"; return 1; fi
+	grep -q "in use" /tmp/refused || { cat /tmp/refused; return 1; }
+	rm /mnt/v/f3
+	fstrim /mnt/v || return 1
+	test "$(counter "$name" discards)" -gt 0 || { echo "fstrim sent no discard"; return 1; }
+	umount /mnt/v || return 1
+	ia detach "$name" || return 1
+	test ! -S /run/iser-attach/$name.sock || { echo "control socket left"; return 1; }
+	dev=$(ia attach --daemon --frontend "$fe" --transport "$tr" --portal "$portal" --target "$iqn" \
+		--lun "$lun" --name "$name") || return 1
+	mount "$dev" /mnt/v || return 1
+	(cd /mnt/v && sha256sum -c /tmp/sums 2>&1 | grep -v f3) >/tmp/check || true
+	grep -q "f1: OK" /tmp/check && grep -q "f2: OK" /tmp/check || { cat /tmp/check; return 1; }
+	umount /mnt/v || return 1
+	fio --name=verify --filename="$dev" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k-128k \
+		--iodepth=32 --size=32M --verify=crc32c --verify_fatal=1 --output="$VMLAB_RESULTS/fio-$name.txt" || return 1
+	ia detach "$name" || return 1
+}
+
+for fe in ublk nbd; do
+	for tr in iser tcp; do
+		step "cycle-$fe-$tr" cycle "$fe" "$tr" 0
+	done
+done
+
+# Two LUNs at once (one 512-, one 4096-byte block), one per frontend.
+two() {
+	d0=$(ia attach --daemon --frontend ublk --transport iser --portal "$portal" --target "$iqn" --lun 0 --name two0) || return 1
+	d1=$(ia attach --daemon --frontend nbd --transport iser --portal "$portal" --target "$iqn" --lun 1 --name two1) || return 1
+	test "$(blockdev --getss "$d1")" = 4096 || return 1
+	test "$(ia list --json | jq length)" = 2 || return 1
+	verify_rw "$d0" 8 && verify_rw "$d1" 8 || return 1
+	ia detach two0 && ia detach "$d1" || return 1
+	test "$(ia list --json | jq length)" = 0
+}
+step two-luns two
+
+# SIGKILL during fio verify; a new daemon recovers the same /dev/ublkbN.
+recover() {
+	dev=$(ia attach --daemon --frontend ublk --transport iser --portal "$portal" --target "$iqn" --lun 0 --name rec) || return 1
+	pid=$(ia list --json | jq -r '.[] | select(.name == "rec") | .pid')
+	fio --name=rec --filename="$dev" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k-64k --iodepth=32 \
+		--size=48M --verify=crc32c --verify_fatal=1 --output="$VMLAB_RESULTS/fio-recover.txt" &
+	fpid=$!
+	sleep 3
+	kill -9 "$pid"
+	echo "killed daemon $pid"
+	sleep 1
+	dev2=$(ia attach --daemon --frontend ublk --transport iser --portal "$portal" --target "$iqn" --lun 0 --name rec) || return 1
+	test "$dev2" = "$dev" || { echo "recovered as $dev2, not $dev"; return 1; }
+	wait "$fpid" || { cat "$VMLAB_RESULTS/fio-recover.txt"; return 1; }
+	grep -q "err= 0" "$VMLAB_RESULTS/fio-recover.txt" || return 1
+	ia detach rec
+}
+step ublk-sigkill-recovery recover
+step lio-teardown lio_teardown
