@@ -19,6 +19,8 @@ build-nocgo:
 test-bins:
 	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/rdma.test ./rdma/
 	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/initiator.test ./initiator/
+	CGO_ENABLED=0 $(GO) test -c -o $(BIN)/ublk.test ./ublk/
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ublkmem ./ublk/cmd/ublkmem
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
