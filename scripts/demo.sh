@@ -31,23 +31,8 @@ SOCK="$WORK/nbd.sock"
 URI="nbd+unix:///?socket=$SOCK"
 PIDS=()
 
-# alive PID: true while PID runs (a zombie, exited but not waited for, does not).
-alive() {
-	local st
-	st=$(sed -E 's/.*\) (.).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ "$st" != Z ]
-}
-
-# stop_pid PID: SIGTERM, then SIGKILL if it is still there after 5 s.
-stop_pid() {
-	kill -TERM "$1" 2>/dev/null || return 0
-	for _ in $(seq 50); do
-		alive "$1" || break
-		sleep 0.1
-	done
-	kill -KILL "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-}
+# shellcheck source=lib/proc.sh
+. "$(dirname "$0")/lib/proc.sh"
 
 cleanup() {
 	local rc=$?

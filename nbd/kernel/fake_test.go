@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -43,8 +44,9 @@ type fakeDevice struct {
 	backend     string
 	socks       []net.Conn
 	connected   bool
-	sockMu      []sync.Mutex
-	nextCookie  uint64
+	sockMu      []sync.Mutex // one request at a time per socket
+	writeMu     []sync.Mutex // whole requests on the wire
+	nextCookie  atomic.Uint64
 	disconnects int
 }
 
@@ -177,6 +179,7 @@ func (k *fakeKernel) connect(as []attribute) ([]byte, error) {
 		d.socks = append(d.socks, c)
 	}
 	d.sockMu = make([]sync.Mutex, len(d.socks))
+	d.writeMu = make([]sync.Mutex, len(d.socks))
 	d.connected = true
 	k.devices[d.index] = d
 	b := make([]byte, 4)
@@ -218,10 +221,10 @@ func (k *fakeKernel) disconnect(as []attribute) ([]byte, error) {
 		return nil, nil
 	}
 	for j, c := range d.socks {
-		d.sockMu[j].Lock()
+		d.writeMu[j].Lock()
 		c.Write(requestHeader(0, nbdCmdDisc, 0, 0))
 		c.Close()
-		d.sockMu[j].Unlock()
+		d.writeMu[j].Unlock()
 	}
 	d.connected = false
 	return nil, nil
@@ -300,10 +303,12 @@ func requestHeader(cookie uint64, typ uint32, off uint64, length uint32) []byte 
 func (d *fakeDevice) do(sock int, typ uint32, off uint64, length uint32, payload []byte) (uint32, []byte, error) {
 	d.sockMu[sock].Lock()
 	defer d.sockMu[sock].Unlock()
-	d.nextCookie++
-	cookie := d.nextCookie
+	cookie := d.nextCookie.Add(1)
 	c := d.socks[sock]
-	if _, err := c.Write(append(requestHeader(cookie, typ, off, length), payload...)); err != nil {
+	d.writeMu[sock].Lock()
+	_, err := c.Write(append(requestHeader(cookie, typ, off, length), payload...))
+	d.writeMu[sock].Unlock()
+	if err != nil {
 		return 0, nil, err
 	}
 	var r [16]byte
