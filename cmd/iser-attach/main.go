@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -37,9 +38,17 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn, error"},
 			&cli.StringFlag{Name: "log-format", Value: "console", Usage: "console or json"},
+			&cli.StringFlag{Name: "cpu-profile", Hidden: true, Usage: "write a Go CPU profile to FILE until exit"},
 		},
 		Before: func(c *cli.Context) error {
-			return setupLogger(c)
+			if err := setupLogger(c); err != nil {
+				return err
+			}
+			return startProfile(c.String("cpu-profile"))
+		},
+		After: func(*cli.Context) error {
+			stopProfile()
+			return nil
 		},
 		Commands: []*cli.Command{
 			discoverCommand(),
@@ -76,4 +85,27 @@ func setupLogger(c *cli.Context) error {
 	}
 	logger = logger.Level(lvl)
 	return nil
+}
+
+var profileFile *os.File
+
+// startProfile starts a CPU profile (performance work; --cpu-profile).
+func startProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	profileFile = f
+	return pprof.StartCPUProfile(f)
+}
+
+func stopProfile() {
+	if profileFile != nil {
+		pprof.StopCPUProfile()
+		profileFile.Close()
+		profileFile = nil
+	}
 }

@@ -29,10 +29,11 @@ type Device struct {
 	sync   func(path string) error // syncDevice; the tests' fake has no device node
 	log    zerolog.Logger
 
-	conns   []net.Conn     // server ends of the sockets; closed to force an end
-	serving sync.WaitGroup // one per ServeTransmission goroutine
-	started bool           // serve has run
-	done    chan struct{}  // closed when every connection has ended
+	conns   []net.Conn         // server ends of the sockets; closed to force an end
+	stop    context.CancelFunc // stops the connections' readers (graceful)
+	serving sync.WaitGroup     // one per ServeTransmission goroutine
+	started bool               // serve has run
+	done    chan struct{}      // closed when every connection has ended
 
 	mu        sync.Mutex
 	connErrs  []error
@@ -56,7 +57,7 @@ func Attach(ctx context.Context, srv *nbd.Server, export string, opt Options) (*
 	return attach(ctx, netlinkTransport{}, syncDevice, srv, export, opt)
 }
 
-func attach(ctx context.Context, tr transport, sync func(string) error, srv *nbd.Server, export string, opt Options) (*Device, error) {
+func attach(ctx context.Context, tr transport, syncFn func(string) error, srv *nbd.Server, export string, opt Options) (*Device, error) {
 	info, err := srv.ExportInfo(export)
 	if err != nil {
 		return nil, fmt.Errorf("nbd kernel attach: %w", err)
@@ -73,7 +74,7 @@ func attach(ctx context.Context, tr transport, sync func(string) error, srv *nbd
 	d := &Device{
 		export:   export,
 		cl:       cl,
-		sync:     sync,
+		sync:     syncFn,
 		log:      opt.Logger.With().Str("export", info.Name).Logger(),
 		done:     make(chan struct{}),
 		detached: make(chan struct{}),
@@ -83,16 +84,19 @@ func attach(ctx context.Context, tr transport, sync func(string) error, srv *nbd
 	for i := range cfg.fds {
 		cfg.fds[i] = -1
 	}
-	defer func() {
-		for _, fd := range cfg.fds {
+	closeKernelEnds := func() {
+		for i, fd := range cfg.fds {
 			if fd >= 0 {
 				syscall.Close(fd)
+				cfg.fds[i] = -1
 			}
 		}
-	}()
+	}
+	defer closeKernelEnds()
 	for i := range cfg.fds {
 		kfd, nc, err := socketPair()
 		if err != nil {
+			closeKernelEnds()
 			d.abort()
 			return nil, fmt.Errorf("nbd kernel attach %q: socket %d: %w", export, i, err)
 		}
@@ -105,13 +109,14 @@ func attach(ctx context.Context, tr transport, sync func(string) error, srv *nbd
 
 	index, err := cl.connect(ctx, cfg)
 	if err != nil {
-		if ctx.Err() != nil && cfg.index >= 0 {
+		if (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && cfg.index >= 0 {
 			// The kernel may have configured the device before the request
 			// was abandoned; do not leave it bound to dead sockets.
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			cl.disconnect(dctx, cfg.index)
 			cancel()
 		}
+		closeKernelEnds()
 		d.abort()
 		if errors.Is(err, syscall.EPERM) {
 			err = fmt.Errorf("%w (attaching needs CAP_SYS_ADMIN)", err)
@@ -148,11 +153,13 @@ func socketPair() (int, net.Conn, error) {
 // that closes done after the last of them.
 func (d *Device) serve(srv *nbd.Server, export string) {
 	d.started = true
+	ctx, stop := context.WithCancel(context.Background())
+	d.stop = stop
 	for i, nc := range d.conns {
 		d.serving.Add(1)
 		go func() {
 			defer d.serving.Done()
-			err := srv.ServeTransmission(context.Background(), nc, export)
+			err := srv.ServeTransmission(ctx, nc, export)
 			if err != nil && !errors.Is(err, syscall.EPIPE) && !errors.Is(err, syscall.ECONNRESET) {
 				d.mu.Lock()
 				d.connErrs = append(d.connErrs, fmt.Errorf("connection %d: %w", i, err))
@@ -167,16 +174,21 @@ func (d *Device) serve(srv *nbd.Server, export string) {
 	}()
 }
 
-// abort ends the connections of a device that never got configured.
+// abort ends the connections of a device that never got configured: the
+// readers stop, then the sockets close.
 func (d *Device) abort() {
-	for _, nc := range d.conns {
-		nc.Close()
-	}
 	if !d.started {
+		for _, nc := range d.conns {
+			nc.Close()
+		}
 		close(d.done)
 		return
 	}
+	d.stop()
 	<-d.done
+	for _, nc := range d.conns {
+		nc.Close() // already closed by ServeTransmission; harmless
+	}
 }
 
 // Path is the device node, "/dev/nbdN".
@@ -258,6 +270,7 @@ func (d *Device) detach(ctx context.Context) error {
 	select {
 	case <-d.done:
 	case <-ctx.Done():
+		d.stop()
 		for _, nc := range d.conns {
 			nc.Close()
 		}
@@ -274,6 +287,7 @@ func (d *Device) detach(ctx context.Context) error {
 	if err := d.Err(); err != nil {
 		errs = append(errs, err)
 	}
+	d.stop() // release the context; the connections have ended or were told to
 	if len(errs) > 0 {
 		return fmt.Errorf("nbd detach %s: %w", d.path, errors.Join(errs...))
 	}

@@ -277,3 +277,34 @@ func TestDetachGivesUpOnHungBackend(t *testing.T) {
 		t.Fatal("connection goroutine did not end after the backend call returned")
 	}
 }
+
+// abandonedConnect lets the driver configure the device, then reports the
+// request as timed out, as when ctx ends between the kernel's work and its
+// reply.
+type abandonedConnect struct{ *fakeKernel }
+
+func (a abandonedConnect) request(ctx context.Context, family uint16, cmd, version uint8, attrs []byte) ([]byte, error) {
+	reply, err := a.fakeKernel.request(ctx, family, cmd, version, attrs)
+	if family == a.family && cmd == cmdConnect && err == nil {
+		return nil, context.DeadlineExceeded
+	}
+	return reply, err
+}
+
+func TestAttachAbandonedConnectDisconnects(t *testing.T) {
+	checkFDs(t)
+	srv, _ := newServer(t, nbdtest.Config{Size: 1 << 20})
+	k := newFakeKernel()
+	_, err := attach(context.Background(), abandonedConnect{k}, noSync, srv, "lun0", Options{Index: 6, Connections: 2})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("attach: %v", err)
+	}
+	if fd := k.device(t, 6); fd.connected || fd.disconnects != 1 {
+		t.Fatalf("abandoned nbd6: connected %v after %d disconnects", fd.connected, fd.disconnects)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("server still serving the failed attach's sockets: %v", err)
+	}
+}

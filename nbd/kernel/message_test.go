@@ -2,9 +2,15 @@ package nbdkernel
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink/nl"
 )
 
 // nla builds one netlink attribute by hand (struct nlattr: u16 len, u16
@@ -138,4 +144,42 @@ func FuzzParseStatusReply(f *testing.F) {
 		parseStatusReply(b) // must not panic
 		parseConnectReply(b)
 	})
+}
+
+// The real transport against the running kernel: the control family
+// resolves itself (nlctrl is always GENL_ID_CTRL), and Supported gives nil
+// or an *UnsupportedError, never another failure.
+func TestNetlinkTransport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	attrs := serializeAttrs([]*nl.RtAttr{nl.NewRtAttr(nl.GENL_CTRL_ATTR_FAMILY_NAME, nl.ZeroTerminated("nlctrl"))})
+	reply, err := netlinkTransport{}.request(ctx, nl.GENL_ID_CTRL, nl.GENL_CTRL_CMD_GETFAMILY, nl.GENL_CTRL_VERSION, attrs)
+	if err != nil {
+		t.Fatalf("resolve nlctrl: %v", err)
+	}
+	as, err := parseAttrs(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id uint16
+	for _, a := range as {
+		if a.typ == nl.GENL_CTRL_ATTR_FAMILY_ID {
+			id = binary.NativeEndian.Uint16(a.value)
+		}
+	}
+	if id != nl.GENL_ID_CTRL {
+		t.Fatalf("nlctrl family id %#x, want %#x", id, nl.GENL_ID_CTRL)
+	}
+	attrs = serializeAttrs([]*nl.RtAttr{nl.NewRtAttr(nl.GENL_CTRL_ATTR_FAMILY_NAME, nl.ZeroTerminated("no-such-family"))})
+	if _, err := (netlinkTransport{}).request(ctx, nl.GENL_ID_CTRL, nl.GENL_CTRL_CMD_GETFAMILY, nl.GENL_CTRL_VERSION, attrs); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("unknown family: %v, want ENOENT", err)
+	}
+	if err := Supported(ctx); err != nil && !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("Supported: %v", err)
+	}
+	cancelled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if _, err := (netlinkTransport{}).request(cancelled, nl.GENL_ID_CTRL, nl.GENL_CTRL_CMD_GETFAMILY, nl.GENL_CTRL_VERSION, attrs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request: %v", err)
+	}
 }

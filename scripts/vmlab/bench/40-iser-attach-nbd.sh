@@ -30,7 +30,7 @@ for tr in iser tcp; do
 		--target "$VMLAB_IQN" --lun 0 --listen "unix:$sock" >"$VMLAB_RESULTS/serve-$tr.log" 2>&1 &
 	pid=$!
 	step "serve-$tr" wait_for 30 test -S "$sock"
-	step "fio-nbd-$tr" bench_nbd "iser-attach-nbd-$tr"
+	step "fio-nbd-$tr" bench_nbd "iser-attach-serve-$tr"
 	kill -TERM $pid
 	step "serve-$tr-exit" wait $pid
 done

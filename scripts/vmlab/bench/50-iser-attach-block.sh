@@ -14,6 +14,6 @@ for fe in ublk nbd; do
 	dev=$(ia attach --daemon --frontend "$fe" --transport iser --portal "$VMLAB_ADDR:$LIO_PORT" \
 		--target "$VMLAB_IQN" --lun 0 --name "bench-$fe")
 	step "attach-$fe" test -b "$dev"
-	step "fio-$fe" fio_baseline "$dev" "iser-attach-$fe-iser"
+	step "fio-$fe" fio_baseline "$dev" "iser-attach-$fe-dev-iser"
 	step "detach-$fe" ia detach "bench-$fe"
 done
