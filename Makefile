@@ -20,6 +20,7 @@ test-bins:
 	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/rdma.test ./rdma/
 	CGO_ENABLED=1 $(GO) test -c -o $(BIN)/initiator.test ./initiator/
 	CGO_ENABLED=0 $(GO) test -c -o $(BIN)/ublk.test ./ublk/
+	CGO_ENABLED=0 $(GO) test -c -o $(BIN)/nbdkernel.test ./nbd/kernel/
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ublkmem ./ublk/cmd/ublkmem
 
 vet:
