@@ -94,6 +94,8 @@ type ISERDatamover struct {
 	freeData []int
 	posted   []bool
 	tasks    map[uint32]*iserTask
+	pending  []rdma.SendWR // queued by SendCommand, posted by Kick
+	posting  bool          // a Kick is posting
 	params   Params
 	ffp      bool
 	closed   bool
@@ -263,7 +265,11 @@ func (d *ISERDatamover) SendPDU(p *PDU) error {
 	n := copy(buf[ISERHeaderLen:], p.BHS[:])
 	n += copy(buf[ISERHeaderLen+n:], p.AHS)
 	n += copy(buf[ISERHeaderLen+n:], p.Data)
-	return d.postSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
+	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
+	d.mu.Unlock()
+	err = d.Kick()
+	d.mu.Lock() // for the deferred Unlock
+	return err
 }
 
 func (d *ISERDatamover) postOneRecvLocked() error {
@@ -279,13 +285,41 @@ func (d *ISERDatamover) postOneRecvLocked() error {
 	return nil // all posted already
 }
 
-func (d *ISERDatamover) postSendLocked(i int, sges []rdma.SGE) error {
-	err := d.conn.PostSend([]rdma.SendWR{{ID: wrSend | uint64(i), SGEs: sges, Signaled: true, Op: rdma.OpSend}})
-	if err != nil {
-		d.freeSend = append(d.freeSend, i)
-		return fmt.Errorf("iser: post send: %w", err)
+// queueSendLocked queues a SEND from send slot i; Kick posts it. SENDs go
+// out in the order they were queued (the CmdSN order of their commands).
+func (d *ISERDatamover) queueSendLocked(i int, sges []rdma.SGE) {
+	d.pending = append(d.pending, rdma.SendWR{ID: wrSend | uint64(i), SGEs: sges, Signaled: true, Op: rdma.OpSend})
+}
+
+// Kick posts the queued SENDs. Many goroutines may call it: the first posts
+// everything queued, including what others queue meanwhile, in batches of
+// one ibv_post_send each; the rest return at once. The session calls it
+// after queuing a command and releasing its own lock, so concurrent
+// commands share a post.
+func (d *ISERDatamover) Kick() error {
+	d.mu.Lock()
+	if d.posting {
+		d.mu.Unlock()
+		return nil
 	}
-	return nil
+	d.posting = true
+	var err error
+	for len(d.pending) > 0 && err == nil {
+		batch := d.pending
+		d.pending = nil
+		d.mu.Unlock()
+		if perr := d.conn.PostSend(batch); perr != nil {
+			err = fmt.Errorf("iser: post send: %w", perr)
+		}
+		d.mu.Lock()
+	}
+	d.posting = false
+	d.mu.Unlock()
+	if err != nil {
+		d.fail(err)
+		_ = d.conn.Disconnect()
+	}
+	return err
 }
 
 // registered finds the region b lies in (the data region or one from
@@ -330,6 +364,7 @@ func (d *ISERDatamover) AllocIOBuffers(count, size int) ([][]byte, error) {
 
 // SendCommand implements Datamover: the command's SEND carries immediate
 // data and the STag and address of the buffer the target reads or writes.
+// It is queued; Kick posts it.
 func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	n := len(t.Read) + len(t.Write)
 	if n > d.slot {
@@ -392,11 +427,7 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	}
 	t.dm = st
 	d.tasks[cmd.ITT] = st
-	if err := d.postSendLocked(i, sges); err != nil {
-		delete(d.tasks, cmd.ITT)
-		d.releaseLocked(st)
-		return err
-	}
+	d.queueSendLocked(i, sges) // posted by Kick, after the session's lock
 	return nil
 }
 

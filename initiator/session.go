@@ -68,6 +68,10 @@ type Session struct {
 	failed    chan struct{} // closed by fail
 }
 
+// kicker is a datamover that queues work under the session's lock and
+// sends it when kicked after the lock is released (iSER batches posts).
+type kicker interface{ Kick() error }
+
 // pending is one request waiting for its response PDU, by ITT.
 type pending struct {
 	itt  uint32
@@ -225,6 +229,9 @@ func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
 			}
 			err := send(p.itt, cmdSN, s.expStatSN)
 			s.mu.Unlock()
+			if k, ok := s.dm.(kicker); ok && err == nil {
+				err = k.Kick()
+			}
 			if err != nil {
 				s.fail(fmt.Errorf("send: %w", err))
 				s.unregister(p)

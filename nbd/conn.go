@@ -40,6 +40,7 @@ type conn struct {
 	budget  *budget
 	replies chan reply
 	workers sync.WaitGroup
+	jobs    chan job // to idle workers
 }
 
 // reply is one simple reply on its way to the writer.

@@ -7,7 +7,8 @@ import (
 )
 
 // transmit runs the transmission phase. The calling goroutine reads
-// requests; each valid request runs on its own worker goroutine; one writer
+// requests; each valid request runs on a worker goroutine (kept for the
+// connection's life and reused, at most MaxInFlight of them); one writer
 // goroutine serialises the replies. transmit returns after the client sent
 // NBD_CMD_DISC (nil), went away, broke the protocol, or the server stopped,
 // and only once every worker and the writer have finished.
@@ -17,6 +18,8 @@ func (c *conn) transmit() error {
 	// channel never holds more than MaxInFlight replies and sends never
 	// block.
 	c.replies = make(chan reply, c.srv.opts.MaxInFlight)
+	c.jobs = make(chan job)
+	defer close(c.jobs) // idle workers exit (after workers.Wait below)
 	writerDone := make(chan error, 1)
 	go func() { writerDone <- c.writeReplies() }() // owned by transmit
 
@@ -98,8 +101,29 @@ func (c *conn) accept(req request) error {
 		}
 	}
 	c.workers.Add(1)
-	go c.work(req, buf, cost) // owned by the connection: transmit waits
+	j := job{req: req, buf: buf, cost: cost}
+	select {
+	case c.jobs <- j: // an idle worker takes it
+	default:
+		go c.worker(j) // owned by the connection: transmit waits, then closes jobs
+	}
 	return nil
+}
+
+// job is one accepted request for a worker.
+type job struct {
+	req  request
+	buf  *[]byte
+	cost int64
+}
+
+// worker runs j, then stays for more until transmit closes c.jobs. Workers
+// live as long as the connection, so their stacks, grown once through the
+// backend's call chain, are not grown again for every request.
+func (c *conn) worker(j job) {
+	for ok := true; ok; j, ok = <-c.jobs {
+		c.work(j.req, j.buf, j.cost)
+	}
 }
 
 var errStopped = errors.New("connection stopping")

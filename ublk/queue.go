@@ -47,9 +47,12 @@ type queue struct {
 
 	quit    atomic.Bool
 	workers sync.WaitGroup
-	ready   chan error    // the loop's setup result, once
-	exited  chan struct{} // closed when the loop (and every worker) is done
-	err     error         // why the loop ended abnormally; read after exited
+	// jobs feeds depth long-lived workers: a goroutine per request would
+	// grow a fresh stack through the whole backend call chain every time.
+	jobs   chan job
+	ready  chan error    // the loop's setup result, once
+	exited chan struct{} // closed when the loop (and every worker) is done
+	err    error         // why the loop ended abnormally; read after exited
 }
 
 func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*queue, error) {
@@ -125,6 +128,11 @@ func (q *queue) run() {
 		q.ready <- fmt.Errorf("ublk queue %d FETCH_REQ tag %d: %w", q.id, e.UserData, syscall.Errno(-e.Res))
 		return
 	}
+	q.jobs = make(chan job, q.depth) // never blocks: at most depth in flight
+	for i := 0; i < q.depth; i++ {
+		go q.worker()
+	}
+	defer close(q.jobs) // runs before workers.Wait: the workers drain and exit
 	q.ready <- nil
 
 	outstanding, inflight := q.depth, 0
@@ -173,7 +181,7 @@ func (q *queue) run() {
 				d.unmarshal(q.descs[tag*sizeofIODesc:])
 				inflight++
 				q.workers.Add(1)
-				go q.work(tag, d)
+				q.jobs <- job{tag: tag, d: d}
 			case e.Res == ioResAbort:
 				// the driver is done with this tag
 			default:
@@ -190,6 +198,18 @@ func (q *queue) prepCmd(r *ring, op uint32, tag int, res int32) {
 	sqe := r.sqe()
 	cmd := ioCmd{QID: uint16(q.id), Tag: uint16(tag), Result: res, Addr: uint64(uintptrOf(q.bufs.bufs[tag]))}
 	cmd.marshal(prepURingCmd(sqe, q.charFd, op, uint64(tag)))
+}
+
+type job struct {
+	tag int
+	d   ioDesc
+}
+
+// worker serves requests until the queue loop closes q.jobs.
+func (q *queue) worker() {
+	for j := range q.jobs {
+		q.work(j.tag, j.d)
+	}
 }
 
 func (q *queue) work(tag int, d ioDesc) {
