@@ -61,6 +61,9 @@ type Session struct {
 	err       error // sticky: the reason the session ended
 	lastRecv  time.Time
 	loggedOut bool
+	// logoutCause is why a logout the target asked for happened; the
+	// connection it then closes ends the session with it.
+	logoutCause error
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -267,10 +270,13 @@ func (s *Session) reader() {
 		p, err := s.dm.Recv()
 		if err != nil {
 			s.mu.Lock()
-			out := s.loggedOut
+			out, cause := s.loggedOut, s.logoutCause
 			s.mu.Unlock()
 			if out {
 				err = ErrSessionClosed // the target closes after a logout
+			}
+			if cause != nil {
+				err = cause
 			}
 			s.fail(fmt.Errorf("connection: %w", err))
 			return
@@ -468,6 +474,9 @@ func (s *Session) handleAsync(p *PDU) error {
 		s.log.Warn().Hex("sense", p.Data).Msg("target reported a SCSI asynchronous event")
 	case AsyncLogoutRequest:
 		s.log.Warn().Uint16("time2wait", a.Parameter3).Msg("target requests logout")
+		s.mu.Lock()
+		s.logoutCause = fmt.Errorf("session: %w", ErrTargetLogout)
+		s.mu.Unlock()
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
