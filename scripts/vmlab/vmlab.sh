@@ -178,10 +178,16 @@ e2e)
 		say "quick figures from the e2e tests (seconds per workload, not a benchmark):"
 		print_table "$OUT/bench.jsonl" || true
 	fi
+	# The guest's summary.txt has a PASS or FAIL line per test: end with the
+	# plain count that test runners and CI read.
+	passed=$(grep -c '^PASS ' "$OUT/summary.txt" 2>/dev/null || true)
+	failed=$(grep -c '^FAIL ' "$OUT/summary.txt" 2>/dev/null || true)
 	if [ $rc = 0 ]; then
 		say "e2e PASS in $((SECONDS - t0)) s (results $OUT)"
+		echo "vmlab: ${passed:-0} passed, ${failed:-0} failed"
 	else
 		say "e2e FAIL (exit $rc) after $((SECONDS - t0)) s (results $OUT)"
+		echo "vmlab: ${passed:-0} passed, $(( ${failed:-0} > 0 ? ${failed:-0} : 1 )) failed"
 		exit 1
 	fi
 	;;
