@@ -217,6 +217,11 @@ func (q *queue) work(tag int, d ioDesc) {
 	res := serve(q.ctx, q.b, request{desc: d, buf: q.bufs.bufs[tag]}, q.maxXfer, q.st)
 	q.mu.Lock()
 	q.done = append(q.done, completion{tag: tag, res: res})
+	first := len(q.done) == 1
 	q.mu.Unlock()
-	q.wake()
+	// Only the first completion since the loop took the list wakes it: the
+	// rest ride along (one eventfd write per batch, not per request).
+	if first {
+		q.wake()
+	}
 }
