@@ -58,16 +58,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_for() { # DESC PID TEST...: poll TEST for 30 s while PID lives
-	local desc=$1 pid=$2
-	shift 2
-	for _ in $(seq 300); do
-		"$@" && return 0
-		alive "$pid" || die "$desc: process $pid exited"
-		sleep 0.1
-	done
-	die "$desc: not ready after 30 s"
-}
 
 stop_last() { # stop the most recently started background process
 	stop_pid "${PIDS[-1]}"

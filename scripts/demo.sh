@@ -50,17 +50,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# wait_for DESC PID TEST...: poll TEST for 30 s while PID lives.
-wait_for() {
-	local desc=$1 pid=$2
-	shift 2
-	for _ in $(seq 300); do
-		"$@" && return 0
-		alive "$pid" || die "$desc: process $pid exited"
-		sleep 0.1
-	done
-	die "$desc: not ready after 30 s"
-}
 
 step "build iser-attach and tgtlab (CGO_ENABLED=0)"
 CGO_ENABLED=0 go build -o "$BIN/" ./cmd/iser-attach

@@ -17,3 +17,16 @@ stop_pid() {
 	kill -KILL "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
 }
+
+# wait_for DESC PID TEST...: poll TEST for 30 s while PID lives; the calling
+# script's die reports a failure.
+wait_for() {
+	local desc=$1 pid=$2
+	shift 2
+	for _ in $(seq 300); do
+		"$@" && return 0
+		alive "$pid" || die "$desc: process $pid exited"
+		sleep 0.1
+	done
+	die "$desc: not ready after 30 s"
+}
