@@ -2,6 +2,7 @@ package initiator
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 )
 
 // Transports accepted by DialDatamover.
@@ -10,6 +11,18 @@ const (
 	TransportISER = "iser"
 	TransportAuto = "auto"
 )
+
+// ISIDFromName derives a random-format ISID from a stable name (the volume):
+// every process that attaches the same volume uses the same ISID, so its
+// first login reinstates the session a killed predecessor left at the
+// target, whose tasks the target then ends (RFC 7143 section 6.3.5).
+func ISIDFromName(name string) ISID {
+	sum := sha256.Sum256([]byte("iser-attach isid\x00" + name))
+	var id ISID
+	copy(id[:], sum[:])
+	id[0] = 0x80 | id[0]&0x3f
+	return id
+}
 
 // NewISID returns a random-format ISID (RFC 7143 section 11.12.5: T=10b).
 func NewISID() ISID {

@@ -26,6 +26,14 @@ func (c rdmaConn) RegisterMemory(n int) (RDMAMemory, error) {
 	return m, nil
 }
 
+func (c rdmaConn) RegisterBuffer(b []byte) (RDMAMemory, error) {
+	m, err := c.Conn.RegisterBuffer(b)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func (c rdmaConn) RemoteAddr() string { return c.Conn.RemoteAddr().String() }
 
 // DialISER opens an RDMA CM connection to the portal with the iSER private

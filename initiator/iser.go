@@ -16,6 +16,9 @@ import (
 type RDMAConn interface {
 	PeerPrivateData() []byte
 	RegisterMemory(size int) (RDMAMemory, error)
+	// RegisterBuffer registers page-aligned memory the caller owns; closing
+	// the connection deregisters it without unmapping it.
+	RegisterBuffer(b []byte) (RDMAMemory, error)
 	PostSend(wrs []rdma.SendWR) error
 	PostRecv(wrs []rdma.RecvWR) error
 	// Poll blocks until at least one completion, ctx ends, the connection
@@ -360,6 +363,21 @@ func (d *ISERDatamover) AllocIOBuffers(count, size int) ([][]byte, error) {
 		bufs[i] = m.Bytes()[i*size : (i+1)*size : (i+1)*size]
 	}
 	return bufs, nil
+}
+
+// RegisterIOBuffers registers memory the caller owns (page-aligned, from
+// mmap) so that commands whose buffers lie in it move without a copy. A
+// Nexus registers the same I/O buffers with every connection it makes, so a
+// frontend keeps its buffers across reconnects.
+func (d *ISERDatamover) RegisterIOBuffers(mem []byte) error {
+	m, err := d.conn.RegisterBuffer(mem)
+	if err != nil {
+		return fmt.Errorf("iser: register %d bytes of I/O buffers: %w", len(mem), err)
+	}
+	d.mu.Lock()
+	d.extra = append(d.extra, m)
+	d.mu.Unlock()
+	return nil
 }
 
 // SendCommand implements Datamover: the command's SEND carries immediate

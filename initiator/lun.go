@@ -40,10 +40,18 @@ func (i LUNInfo) Size() int64 { return int64(i.Blocks) * int64(i.BlockSize) }
 // ErrLUNNotFound is wrapped when the target has no such logical unit.
 var ErrLUNNotFound = errors.New("LUN not found")
 
+// Executor runs SCSI commands: a Session, or a Nexus that outlives its
+// sessions.
+type Executor interface {
+	Do(ctx context.Context, c *Command) (*Result, error)
+	// IOBuffers returns buffers the transport moves without a copy, or nil.
+	IOBuffers(count, size int) ([][]byte, error)
+}
+
 // LUN is a logical unit on a session, used as a block device. It
 // implements the nbd.Backend interface and is safe for concurrent use.
 type LUN struct {
-	s    *Session
+	s    Executor
 	lun  scsi.LUN
 	info LUNInfo
 	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
@@ -53,7 +61,7 @@ type LUN struct {
 
 // OpenLUN probes logical unit n: it clears pending unit attentions and reads
 // the inquiry data, capacity, VPD pages and caching mode page.
-func OpenLUN(ctx context.Context, s *Session, n uint16) (*LUN, error) {
+func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	l := &LUN{s: s, retries: 8}
 	enc, err := scsi.EncodeLUN(n)
 	if err != nil {
@@ -70,8 +78,8 @@ func OpenLUN(ctx context.Context, s *Session, n uint16) (*LUN, error) {
 // Info returns what OpenLUN found.
 func (l *LUN) Info() LUNInfo { return l.info }
 
-// Session returns the session the LUN runs on.
-func (l *LUN) Session() *Session { return l.s }
+// Executor returns the session or nexus the LUN runs on.
+func (l *LUN) Executor() Executor { return l.s }
 
 // exec runs one command and turns its status into an error, retrying
 // retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL) with a short backoff.

@@ -30,6 +30,9 @@ type MemoryRegion struct {
 	size int
 	lkey uint32
 	rkey uint32
+	// borrowed: the memory belongs to the caller (RegisterBuffer); Close
+	// deregisters it but does not unmap it.
+	borrowed bool
 
 	mu     sync.Mutex
 	closed bool
@@ -63,6 +66,36 @@ func (c *Conn) RegisterMemory(size int) (*MemoryRegion, error) {
 		return nil, fmt.Errorf("rdma register memory: ibv_reg_mr %d bytes: %w", mapped, err)
 	}
 	m := &MemoryRegion{c: c, mr: mr, mem: mem, size: size, lkey: uint32(mr.lkey), rkey: uint32(mr.rkey)}
+	c.mrMu.Lock()
+	c.mrs[m] = struct{}{}
+	c.mrMu.Unlock()
+	return m, nil
+}
+
+// RegisterBuffer registers memory the caller owns and keeps mapped for at
+// least as long as the region (page-aligned memory from mmap, never the Go
+// heap). Close deregisters it and leaves the memory to the caller: the same
+// buffers can be registered again with the next connection.
+func (c *Conn) RegisterBuffer(b []byte) (*MemoryRegion, error) {
+	page := os.Getpagesize()
+	if len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(page) != 0 {
+		return nil, fmt.Errorf("rdma register buffer: %d bytes: want page-aligned, non-empty memory", len(b))
+	}
+	c.postMu.RLock()
+	defer c.postMu.RUnlock()
+	if c.closed.Load() {
+		return nil, fmt.Errorf("rdma register buffer: %w", ErrClosed)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(&b[0])))
+	mr, err := C.rd_reg_mr(c.pd, C.uint64_t(addr), C.uint64_t(len(b)))
+	if mr == nil {
+		err = ptrErr(err)
+		if err == syscall.ENOMEM || err == syscall.EPERM {
+			err = fmt.Errorf("%w (RLIMIT_MEMLOCK too low? ulimit -l, LimitMEMLOCK=infinity)", err)
+		}
+		return nil, fmt.Errorf("rdma register buffer: ibv_reg_mr %d bytes: %w", len(b), err)
+	}
+	m := &MemoryRegion{c: c, mr: mr, mem: b, size: len(b), lkey: uint32(mr.lkey), rkey: uint32(mr.rkey), borrowed: true}
 	c.mrMu.Lock()
 	c.mrs[m] = struct{}{}
 	c.mrMu.Unlock()
@@ -118,6 +151,9 @@ func (m *MemoryRegion) release() error {
 		// The pages may still be pinned by the device: leak them
 		// rather than unmap memory the device could write.
 		return err
+	}
+	if m.borrowed {
+		return nil
 	}
 	if e := syscall.Munmap(m.mem); e != nil {
 		err = fmt.Errorf("munmap: %w", e)

@@ -55,6 +55,9 @@ func (c *Conn) PeerPrivateData() []byte { return nil }
 func (c *Conn) RegisterMemory(size int) (*MemoryRegion, error) {
 	return nil, notSupported("rdma register memory")
 }
+func (c *Conn) RegisterBuffer(b []byte) (*MemoryRegion, error) {
+	return nil, notSupported("rdma register buffer")
+}
 func (c *Conn) PostSend(wrs []SendWR) error { return notSupported("rdma post send") }
 func (c *Conn) PostRecv(wrs []RecvWR) error { return notSupported("rdma post recv") }
 func (c *Conn) Poll(ctx context.Context, out []Completion) (int, error) {

@@ -20,17 +20,27 @@ var RunDir = "/run/iser-attach"
 
 // Status describes an attached volume (list, status).
 type Status struct {
-	Name      string   `json:"name"`
-	Device    string   `json:"device"`
-	Portal    string   `json:"portal"`
-	Target    string   `json:"target"`
-	LUN       uint16   `json:"lun"`
-	Transport string   `json:"transport"`
-	Frontend  string   `json:"frontend"`
-	State     string   `json:"state"`
-	PID       int      `json:"pid"`
-	Since     string   `json:"since"`
-	Counters  Counters `json:"counters"`
+	Name      string `json:"name"`
+	Device    string `json:"device"`
+	Portal    string `json:"portal"`
+	Target    string `json:"target"`
+	LUN       uint16 `json:"lun"`
+	Transport string `json:"transport"`
+	Frontend  string `json:"frontend"`
+	// State is "attached", "recovering" (session lost, I/O waits),
+	// "failed" (down longer than the replacement timeout: I/O gets EIO
+	// while recovery goes on) or "detaching".
+	State string `json:"state"`
+	// Recoveries counts sessions reinstated after a fault; Faults counts
+	// sessions lost; LastError is why the last one ended.
+	Recoveries uint64   `json:"recoveries"`
+	Faults     uint64   `json:"faults"`
+	LastError  string   `json:"last_error,omitempty"`
+	WWN        string   `json:"wwn,omitempty"`
+	Link       string   `json:"link,omitempty"`
+	PID        int      `json:"pid"`
+	Since      string   `json:"since"`
+	Counters   Counters `json:"counters"`
 }
 
 // Request is one control request (a JSON line).

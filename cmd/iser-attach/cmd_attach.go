@@ -26,8 +26,16 @@ type blockDevice interface {
 	Detach(ctx context.Context) error
 }
 
+// attachSpec is a volume to attach: the LUN and how to expose it.
+type attachSpec struct {
+	lunSpec
+	Frontend       string
+	Queues         int // ublk hardware queues
+	NBDConnections int // nbd sockets per device
+}
+
 // frontendFunc creates a block device serving b (the LUN, counted).
-type frontendFunc func(ctx context.Context, c *cli.Context, name string, b *volume.Counting, l *initiator.LUN) (blockDevice, error)
+type frontendFunc func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error)
 
 // frontends are registered by frontend_*.go.
 var frontends = map[string]frontendFunc{}
@@ -39,6 +47,7 @@ func attachCommand() *cli.Command {
 		Name:  "attach",
 		Usage: "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
 		Flags: append(targetFlags(),
+			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
 			&cli.StringFlag{Name: "name", Usage: "volume name (default: from the target IQN and LUN)"},
 			&cli.BoolFlag{Name: "daemon", Usage: "detach into the background once the device is ready"},
@@ -46,22 +55,47 @@ func attachCommand() *cli.Command {
 			&cli.IntFlag{Name: "nbd-connections", Value: 4, Usage: "nbd: sockets per device"},
 		),
 		Action: func(c *cli.Context) error {
-			name := c.String("name")
-			if name == "" {
-				name = defaultVolumeName(c.String("target"), c.Uint("lun"))
-			}
-			if err := volume.ValidName(name); err != nil {
+			sp, err := attachSpecFrom(c)
+			if err != nil {
 				return err
 			}
-			if _, ok := frontends[c.String("frontend")]; !ok {
-				return fmt.Errorf("--frontend %q: want ublk or nbd", c.String("frontend"))
-			}
 			if c.Bool("daemon") && os.Getenv(daemonChildEnv) == "" {
-				return daemonize(name)
+				return daemonize(sp.Volume)
 			}
-			return runAttached(c, name)
+			return runAttached(c, sp)
 		},
 	}
+}
+
+// attachSpecFrom reads --volume's configuration file, or the flags.
+func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
+	if v := c.String("volume"); v != "" {
+		for _, f := range c.LocalFlagNames() {
+			switch f {
+			case "volume", "daemon", "initiator-name":
+			default:
+				return nil, fmt.Errorf("--volume %s: --%s is not allowed with --volume (the configuration file says it)", v, f)
+			}
+		}
+		return specFromVolume(c, v)
+	}
+	lsp, err := specFromFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	sp := &attachSpec{lunSpec: *lsp, Frontend: c.String("frontend"), Queues: c.Int("queues"),
+		NBDConnections: c.Int("nbd-connections")}
+	sp.Volume = c.String("name")
+	if sp.Volume == "" {
+		sp.Volume = defaultVolumeName(sp.Target, uint(sp.LUN))
+	}
+	if err := volume.ValidName(sp.Volume); err != nil {
+		return nil, err
+	}
+	if _, ok := frontends[sp.Frontend]; !ok {
+		return nil, fmt.Errorf("--frontend %q: want ublk or nbd", sp.Frontend)
+	}
+	return sp, nil
 }
 
 var nameJunk = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
@@ -127,7 +161,7 @@ type attached struct {
 	st       volume.Status
 	dev      blockDevice
 	counting *volume.Counting
-	lun      *initiator.LUN
+	lun      *lunConn
 
 	detachReq chan detachReq
 	mu        sync.Mutex
@@ -142,8 +176,23 @@ type detachReq struct {
 func (a *attached) Status() volume.Status {
 	a.mu.Lock()
 	st := a.st
-	st.State = a.state
+	state := a.state
 	a.mu.Unlock()
+	ns := a.lun.nx.Status()
+	st.State = state
+	if state == "attached" {
+		switch ns.State {
+		case initiator.NexusRecovering:
+			st.State = "recovering"
+		case initiator.NexusFailed:
+			st.State = "failed"
+		}
+	}
+	st.Portal, st.Transport = ns.Portal, ns.Transport
+	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults
+	if ns.LastError != nil {
+		st.LastError = ns.LastError.Error()
+	}
 	st.Counters = a.counting.Counters()
 	return st
 }
@@ -174,27 +223,31 @@ func (a *attached) setState(s string) {
 	a.mu.Unlock()
 }
 
-// runAttached logs in, creates the device, serves until a detach request,
-// a signal or a session failure, then detaches: remove the device (its
-// I/O drained), flush the target's cache, log out.
-func runAttached(c *cli.Context, name string) error {
+// runAttached logs in, creates the device and its stable links, serves
+// until a detach request or a signal, then detaches: remove the links and
+// the device (its I/O drained), flush the target's cache, log out. A lost
+// session does not end it: the nexus reinstates the session while the
+// device stays.
+func runAttached(c *cli.Context, sp *attachSpec) error {
 	ctx, stop := signalContext(c)
 	defer stop()
-	l, err := openLUN(ctx, c)
+	name := sp.Volume
+	l, err := openLUN(ctx, &sp.lunSpec)
 	if err != nil {
 		return err
 	}
-	sess := l.Session()
-	defer sess.Close()
-	counting := volume.NewCounting(l)
+	defer l.Close()
+	counting := volume.NewCounting(l.LUN)
 	defer counting.Close()
-	dev, err := frontends[c.String("frontend")](ctx, c, name, counting, l)
+	dev, err := frontends[sp.Frontend](ctx, sp, counting, l)
 	if err != nil {
 		return fmt.Errorf("attach %s: %w", name, err)
 	}
+	info := l.Info()
+	ns := l.nx.Status()
 	a := &attached{name: name, dev: dev, counting: counting, lun: l, detachReq: make(chan detachReq), state: "attached",
-		st: volume.Status{Name: name, Device: dev.Path(), Portal: sess.RemoteAddr(), Target: sess.TargetName(),
-			LUN: l.Info().Number, Transport: sess.Transport(), Frontend: c.String("frontend"), PID: os.Getpid(),
+		st: volume.Status{Name: name, Device: dev.Path(), Portal: ns.Portal, Target: sp.Target,
+			LUN: info.Number, Transport: ns.Transport, Frontend: sp.Frontend, PID: os.Getpid(), WWN: info.WWN,
 			Since: time.Now().UTC().Format(time.RFC3339)}}
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
@@ -204,46 +257,54 @@ func runAttached(c *cli.Context, name string) error {
 		return err
 	}
 	defer ctl.Close()
+	link, err := createLinks(name, dev.Path(), info.WWN)
+	if err != nil {
+		logger.Warn().Err(err).Str("volume", name).Msg("stable device names")
+	}
+	a.mu.Lock()
+	a.st.Link = link
+	a.mu.Unlock()
 	fmt.Println(dev.Path())
 	notifyReady(dev.Path())
-	logger.Info().Str("volume", name).Str("device", dev.Path()).Str("transport", sess.Transport()).Msg("attached")
+	logger.Info().Str("volume", name).Str("device", dev.Path()).Str("link", link).Str("portal", ns.Portal).
+		Str("transport", ns.Transport).Msg("attached")
 
 	var req *detachReq
-	var failure error
 	select {
 	case <-ctx.Done():
 		logger.Info().Str("volume", name).Msg("signal: detaching")
 	case r := <-a.detachReq:
 		req = &r
-	case <-sess.Done():
-		failure = fmt.Errorf("volume %s: %w", name, sess.Err())
-		logger.Error().Err(failure).Msg("session lost: removing the device")
 	}
+	sdNotify("STOPPING=1")
 	a.setState("detaching")
-	err = detachVolume(dev, l, failure == nil)
+	removeLinks(name, dev.Path(), info.WWN)
+	err = detachVolume(dev, l)
+	if err == nil {
+		logger.Info().Str("volume", name).Str("device", dev.Path()).Msg("detached cleanly: device removed, cache flushed, logged out")
+	}
 	if req != nil {
 		req.done <- err
-	}
-	if failure != nil {
-		return failure
 	}
 	return err
 }
 
 // detachVolume removes the device, flushes the target's cache and logs out.
-func detachVolume(dev blockDevice, l *initiator.LUN, flush bool) error {
+func detachVolume(dev blockDevice, l *lunConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var errs []error
 	if err := dev.Detach(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", dev.Path(), err))
 	}
-	if flush {
+	if l.nx.Status().State == initiator.NexusUp {
 		if err := l.Flush(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("final SYNCHRONIZE CACHE: %w", err))
 		}
+	} else {
+		errs = append(errs, fmt.Errorf("final SYNCHRONIZE CACHE: session is down (%s)", l.nx.Status().State))
 	}
-	if err := l.Session().Close(); err != nil {
+	if err := l.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("logout: %w", err))
 	}
 	return errors.Join(errs...)

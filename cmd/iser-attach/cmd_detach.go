@@ -68,11 +68,11 @@ func listCommand() *cli.Command {
 				return enc.Encode(all)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tREADS\tWRITES\tBYTES\tERRORS\tIOPS")
+			fmt.Fprintln(tw, "NAME\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tRECOVERIES\tREADS\tWRITES\tBYTES\tERRORS\tIOPS")
 			for _, s := range all {
 				k := s.Counters
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%.0f\n", s.Name, s.Device, s.Portal,
-					s.Target, s.LUN, s.Transport, s.Frontend, s.State, k.Reads, k.Writes,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\n", s.Name, s.Device, s.Portal,
+					s.Target, s.LUN, s.Transport, s.Frontend, s.State, s.Recoveries, k.Reads, k.Writes,
 					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS)
 			}
 			return tw.Flush()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/iser-attach/iser-attach/initiator"
 )
 
 func infoCommand() *cli.Command {
@@ -20,11 +19,11 @@ func infoCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, cancel := timeoutContext(c, c.Duration("login-timeout")+15*time.Second)
 			defer cancel()
-			l, err := openLUN(ctx, c)
+			l, err := openLUNFromFlags(ctx, c)
 			if err != nil {
 				return err
 			}
-			defer l.Session().Close()
+			defer l.Close()
 			info := lunJSON(l)
 			if c.Bool("json") {
 				enc := json.NewEncoder(os.Stdout)
@@ -75,11 +74,11 @@ type lunInfoJSON struct {
 	MaxTransfer       uint32 `json:"max_transfer"`
 }
 
-func lunJSON(l *initiator.LUN) lunInfoJSON {
+func lunJSON(l *lunConn) lunInfoJSON {
 	i := l.Info()
-	s := l.Session()
+	st := l.nx.Status()
 	return lunInfoJSON{
-		Target: s.TargetName(), Portal: s.RemoteAddr(), Transport: s.Transport(), LUN: i.Number,
+		Target: l.nx.TargetName(), Portal: st.Portal, Transport: st.Transport, LUN: i.Number,
 		Size: i.Size(), BlockSize: i.BlockSize, PhysicalBlockSize: i.PhysicalBlockSize,
 		Vendor: i.Vendor, Product: i.Product, Revision: i.Revision, Serial: i.Serial, WWN: i.WWN,
 		WriteCache: i.WriteCache, FUA: i.FUA, WriteProtected: i.WriteProtected,

@@ -23,17 +23,16 @@ func serveCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, stop := signalContext(c)
 			defer stop()
-			l, err := openLUN(ctx, c)
+			l, err := openLUNFromFlags(ctx, c)
 			if err != nil {
 				return err
 			}
-			sess := l.Session()
-			defer sess.Close()
+			defer l.Close()
 			info := l.Info()
 			srv, err := nbd.NewServer([]nbd.Export{{
 				Name:        c.String("export-name"),
-				Description: fmt.Sprintf("%s lun %d (%s %s)", sess.TargetName(), info.Number, info.Vendor, info.Product),
-				Backend:     l,
+				Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
+				Backend:     l.LUN,
 			}}, nbd.Options{MaxInFlight: c.Int("max-in-flight"), Logger: logger})
 			if err != nil {
 				return err
@@ -56,9 +55,6 @@ func serveCommand() *cli.Command {
 					srv.Close()
 					return fmt.Errorf("serve: %w", err)
 				}
-			case <-sess.Done():
-				srv.Close()
-				return fmt.Errorf("serve: %w", sess.Err())
 			}
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -70,7 +66,7 @@ func serveCommand() *cli.Command {
 			if err := l.Flush(sctx); err != nil {
 				logger.Warn().Err(err).Msg("final SYNCHRONIZE CACHE")
 			}
-			return sess.Close()
+			return l.Close()
 		},
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,13 +15,32 @@ import (
 // targetFlags select a LUN; used by every command that logs in to a target.
 func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "portal", Required: true, Usage: "target portal: host, host:port or [v6]:port (port 3260 by default)"},
-		&cli.StringFlag{Name: "target", Required: true, Usage: "target IQN"},
+		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (port 3260 by default); repeat for more portals, tried in turn on recovery"},
+		&cli.StringFlag{Name: "target", Usage: "target IQN"},
 		&cli.UintFlag{Name: "lun", Value: 0, Usage: "logical unit number (tgt numbers its backing stores from 1)"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
 		&cli.IntFlag{Name: "queue-depth", Value: 128, Usage: "SCSI commands in flight"},
 		&cli.DurationFlag{Name: "login-timeout", Value: 15 * time.Second, Usage: "time allowed for connecting and logging in"},
+		&cli.DurationFlag{Name: "replacement-timeout", Value: initiator.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on)"},
+		&cli.DurationFlag{Name: "nop-interval", Value: 5 * time.Second, Usage: "NOP-Out keepalive interval on an idle connection (0 disables)"},
+		&cli.DurationFlag{Name: "nop-timeout", Value: 5 * time.Second, Usage: "time allowed for the NOP-In answer before the connection counts as lost"},
 	}, authFlags()...)
+}
+
+// lunSpec is everything needed to log in and open a LUN, from flags or a
+// volume configuration file.
+type lunSpec struct {
+	Volume        string   // volume name, "" outside attach
+	Portals       []string // host:port
+	Target        string
+	LUN           uint16
+	Transport     string
+	QueueDepth    int
+	InitiatorName string
+	CHAP          *initiator.CHAPCredentials
+	LoginTimeout  time.Duration
+	// ReplacementTimeout, NOPInterval, NOPTimeout: see targetFlags.
+	ReplacementTimeout, NOPInterval, NOPTimeout time.Duration
 }
 
 // portalAddr parses a PORTAL argument into host:port.
@@ -32,47 +52,107 @@ func portalAddr(s string) (string, error) {
 	return p.String(), nil
 }
 
-// openLUN logs in to --target on --portal and opens --lun.
-func openLUN(ctx context.Context, c *cli.Context) (*initiator.LUN, error) {
-	addr, err := portalAddr(c.String("portal"))
-	if err != nil {
+// specFromFlags reads targetFlags.
+func specFromFlags(c *cli.Context) (*lunSpec, error) {
+	if len(c.StringSlice("portal")) == 0 {
+		return nil, errors.New("--portal is required")
+	}
+	if c.String("target") == "" {
+		return nil, errors.New("--target is required")
+	}
+	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: c.Int("queue-depth"),
+		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: c.Duration("replacement-timeout"),
+		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout")}
+	for _, p := range c.StringSlice("portal") {
+		addr, err := portalAddr(p)
+		if err != nil {
+			return nil, err
+		}
+		sp.Portals = append(sp.Portals, addr)
+	}
+	n := c.Uint("lun")
+	if n > 16383 {
+		return nil, fmt.Errorf("--lun %d: at most 16383", n)
+	}
+	sp.LUN = uint16(n)
+	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {
+		return nil, errors.New("--replacement-timeout and --nop-interval must not be negative, --nop-timeout must be positive")
+	}
+	var err error
+	if sp.InitiatorName, err = initiatorName(c.String("initiator-name")); err != nil {
 		return nil, err
 	}
-	name, err := initiatorName(c.String("initiator-name"))
-	if err != nil {
+	if sp.CHAP, err = chapFromFlags(c); err != nil {
 		return nil, err
 	}
-	creds, err := chapFromFlags(c)
-	if err != nil {
-		return nil, err
+	return sp, nil
+}
+
+// lunConn is an open LUN and the nexus it runs on.
+type lunConn struct {
+	*initiator.LUN
+	nx *initiator.Nexus
+}
+
+// Close logs out.
+func (l *lunConn) Close() error { return l.nx.Close() }
+
+// openLUN logs in to the spec's target (trying its portals in turn) and
+// opens its LUN. The nexus reinstates the session when it is lost; with a
+// volume name its ISID comes from the name, so a restarted attach
+// reinstates the session its predecessor left.
+func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
+	log := logger.With().Str("target", sp.Target).Uint16("lun", sp.LUN).Logger()
+	if sp.Volume != "" {
+		log = log.With().Str("volume", sp.Volume).Logger()
 	}
-	lunNum := c.Uint("lun")
-	if lunNum > 16383 {
-		return nil, fmt.Errorf("--lun %d: at most 16383", lunNum)
+	isid := initiator.NewISID()
+	if sp.Volume != "" {
+		isid = initiator.ISIDFromName(sp.InitiatorName + "\x00" + sp.Volume)
 	}
-	lctx, cancel := context.WithTimeout(ctx, c.Duration("login-timeout"))
+	nop := sp.NOPInterval
+	if nop == 0 {
+		nop = -1 // SessionConfig: negative disables
+	}
+	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
 	defer cancel()
-	log := logger.With().Str("target", c.String("target")).Uint("lun", lunNum).Logger()
-	s, err := initiator.Connect(lctx, initiator.DialConfig{
-		Transport: c.String("transport"), Addr: addr, QueueDepth: c.Int("queue-depth"), Logger: logger,
-	}, initiator.SessionConfig{
-		LoginConfig: initiator.LoginConfig{
-			InitiatorName: name,
-			TargetName:    c.String("target"),
-			ISID:          initiator.NewISID(),
-			CHAP:          creds,
+	nx, err := initiator.DialNexus(lctx, initiator.NexusConfig{
+		Portals: sp.Portals,
+		Dial:    initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
+		Session: initiator.SessionConfig{
+			LoginConfig: initiator.LoginConfig{
+				InitiatorName: sp.InitiatorName,
+				TargetName:    sp.Target,
+				ISID:          isid,
+				CHAP:          sp.CHAP,
+			},
+			QueueDepth:  sp.QueueDepth,
+			NOPInterval: nop,
+			NOPTimeout:  sp.NOPTimeout,
+			Logger:      log,
 		},
-		QueueDepth: c.Int("queue-depth"),
-		Logger:     log,
+		ReplacementTimeout: sp.ReplacementTimeout,
+		LoginTimeout:       sp.LoginTimeout,
+		Logger:             log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	log.Info().Str("portal", addr).Str("transport", s.Transport()).Msg("logged in")
-	l, err := initiator.OpenLUN(lctx, s, uint16(lunNum))
+	st := nx.Status()
+	log.Info().Str("portal", st.Portal).Str("transport", st.Transport).Msg("logged in")
+	l, err := initiator.OpenLUN(lctx, nx, sp.LUN)
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("%s at %s: %w", c.String("target"), addr, err)
+		nx.Close()
+		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
 	}
-	return l, nil
+	return &lunConn{LUN: l, nx: nx}, nil
+}
+
+// openLUNFromFlags is openLUN for the commands that take targetFlags only.
+func openLUNFromFlags(ctx context.Context, c *cli.Context) (*lunConn, error) {
+	sp, err := specFromFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	return openLUN(ctx, sp)
 }

@@ -10,7 +10,11 @@ import (
 func daemonAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
 
 // notifyReady tells systemd (Type=notify) that the device exists.
-func notifyReady(device string) {
+func notifyReady(device string) { sdNotify("READY=1\nSTATUS=attached " + device) }
+
+// sdNotify sends state lines to systemd when it supervises us
+// ($NOTIFY_SOCKET); otherwise it does nothing.
+func sdNotify(state string) {
 	sock := os.Getenv("NOTIFY_SOCKET")
 	if sock == "" {
 		return
@@ -24,5 +28,5 @@ func notifyReady(device string) {
 		return
 	}
 	defer c.Close()
-	_, _ = c.Write([]byte("READY=1\nSTATUS=attached " + device + "\n"))
+	_, _ = c.Write([]byte(state + "\n"))
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/urfave/cli/v2"
 
-	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/nbd"
 	nbdkernel "github.com/iser-attach/iser-attach/nbd/kernel"
 	"github.com/iser-attach/iser-attach/volume"
@@ -29,19 +27,19 @@ func (n *nbdDevice) Detach(ctx context.Context) error {
 
 // attachNBD serves the LUN to the kernel's NBD driver over in-process
 // socket pairs: /dev/nbdN with FLUSH, FUA, TRIM and WRITE_ZEROES.
-func attachNBD(ctx context.Context, c *cli.Context, name string, b *volume.Counting, l *initiator.LUN) (blockDevice, error) {
+func attachNBD(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
 	if err := nbdkernel.Supported(ctx); err != nil {
 		return nil, err
 	}
-	srv, err := nbd.NewServer([]nbd.Export{{Name: name, Description: name, Backend: b}}, nbd.Options{Logger: logger})
+	srv, err := nbd.NewServer([]nbd.Export{{Name: sp.Volume, Description: sp.Volume, Backend: b}}, nbd.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	d, err := nbdkernel.Attach(ctx, srv, name, nbdkernel.Options{
+	d, err := nbdkernel.Attach(ctx, srv, sp.Volume, nbdkernel.Options{
 		Index:       nbdkernel.AnyIndex,
-		Connections: c.Int("nbd-connections"),
+		Connections: sp.NBDConnections,
 		BlockSize:   l.Info().BlockSize,
-		BackendID:   "iser-attach:" + name,
+		BackendID:   "iser-attach:" + sp.Volume,
 		Logger:      logger,
 	})
 	if err != nil {

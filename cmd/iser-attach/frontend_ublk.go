@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/urfave/cli/v2"
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
@@ -18,7 +17,7 @@ func init() { frontends["ublk"] = attachUblk }
 // the requests.
 type withBuffers struct {
 	*volume.Counting
-	l *initiator.LUN
+	l *lunConn
 }
 
 func (w withBuffers) IOBuffers(count, size int) ([][]byte, error) { return w.l.IOBuffers(count, size) }
@@ -38,15 +37,15 @@ func (u *ublkDevice) Detach(ctx context.Context) error {
 
 // attachUblk creates /dev/ublkbN for the LUN, or takes over the device a
 // previous server of this volume left behind (ublk user recovery).
-func attachUblk(ctx context.Context, c *cli.Context, name string, b *volume.Counting, l *initiator.LUN) (blockDevice, error) {
+func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
 	if err := ublk.Supported(); err != nil {
 		return nil, err
 	}
 	info := l.Info()
 	bs := uint64(info.BlockSize)
 	opt := ublk.DeviceOptions{
-		Queues:     c.Int("queues"),
-		QueueDepth: min(c.Int("queue-depth"), 128),
+		Queues:     sp.Queues,
+		QueueDepth: min(sp.QueueDepth, 128),
 		MaxIOBytes: initiator.MaxTransfer,
 		WriteCache: info.WriteCache,
 		FUA:        info.WriteCache && info.FUA,
@@ -64,25 +63,25 @@ func attachUblk(ctx context.Context, c *cli.Context, name string, b *volume.Coun
 		opt.MaxWriteZeroesSectors = uint32(n)
 	}
 	var backend ublk.Backend = b
-	if l.Session().Transport() == initiator.TransportISER {
+	if l.nx.Status().Transport == initiator.TransportISER {
 		backend = withBuffers{b, l}
 	}
-	if st, ok := volume.ReadState(name); ok && st.Frontend == "ublk" {
+	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
 		d, err := ublk.Recover(ctx, st.ID, backend, opt)
 		if err == nil {
-			logger.Warn().Str("volume", name).Str("device", d.BlockPath()).Msg("took over the device left by a previous server (ublk recovery)")
-			return &ublkDevice{d: d, name: name}, nil
+			logger.Warn().Str("volume", sp.Volume).Str("device", d.BlockPath()).Msg("took over the device left by a previous server (ublk recovery)")
+			return &ublkDevice{d: d, name: sp.Volume}, nil
 		}
-		logger.Warn().Err(err).Int("id", st.ID).Str("volume", name).Msg("ublk recovery failed; removing the old device")
+		logger.Warn().Err(err).Int("id", st.ID).Str("volume", sp.Volume).Msg("ublk recovery failed; removing the old device")
 		_ = ublk.Remove(ctx, st.ID)
-		volume.RemoveState(name)
+		volume.RemoveState(sp.Volume)
 	}
 	d, err := ublk.Create(ctx, backend, opt)
 	if err != nil {
 		return nil, fmt.Errorf("ublk: %w", err)
 	}
-	if err := volume.WriteState(name, volume.State{Frontend: "ublk", ID: d.ID(), Device: d.BlockPath()}); err != nil {
+	if err := volume.WriteState(sp.Volume, volume.State{Frontend: "ublk", ID: d.ID(), Device: d.BlockPath()}); err != nil {
 		logger.Warn().Err(err).Msg("ublk recovery will not find this device")
 	}
-	return &ublkDevice{d: d, name: name}, nil
+	return &ublkDevice{d: d, name: sp.Volume}, nil
 }

@@ -97,6 +97,16 @@ func (c *Conn) RegisterMemory(size int) (initiator.RDMAMemory, error) {
 	return r, nil
 }
 
+// RegisterBuffer implements initiator.RDMAConn: the region is b itself.
+func (c *Conn) RegisterBuffer(b []byte) (initiator.RDMAMemory, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := uint32(len(c.regions) + 1)
+	r := &region{buf: b, addr: uint64(n) << 40, lkey: 0x100 + n, rkey: 0x9000 + n}
+	c.regions = append(c.regions, r)
+	return r, nil
+}
+
 // find returns the bytes at [addr, addr+n) of the region with key.
 func (c *Conn) find(addr uint64, n uint32, key uint32, remote bool) ([]byte, error) {
 	for _, r := range c.regions {

@@ -1,0 +1,454 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// NexusConfig configures a Nexus: where it logs in, how, and how long I/O
+// waits for a lost session to come back.
+type NexusConfig struct {
+	// Portals are tried in order at the first login and in turn during
+	// recovery (host:port each).
+	Portals []string
+	// Dial is the datamover configuration; its Addr is set per portal.
+	Dial DialConfig
+	// Session configures every session; its ISID stays the same so each new
+	// login (TSIH 0) reinstates the session before it (RFC 7143 6.3.5).
+	Session SessionConfig
+	// ReplacementTimeout is how long I/O waits for recovery before it
+	// fails with EIO (open-iscsi's replacement_timeout); recovery goes on
+	// after that and I/O works again once it succeeds. 0 fails I/O at once
+	// while the session is down; negative means the default, 120 s.
+	ReplacementTimeout time.Duration
+	// LoginTimeout bounds each login attempt (default 15 s).
+	LoginTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the pause between reconnect attempts
+	// (defaults 250 ms and 5 s); it doubles after every failed attempt.
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 zerolog.Logger
+
+	// connect replaces Connect in tests.
+	connect func(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, error)
+}
+
+// DefaultReplacementTimeout is open-iscsi's default replacement_timeout.
+const DefaultReplacementTimeout = 120 * time.Second
+
+// maxReissue bounds how often one command is reissued after connection
+// failures before its error is returned.
+const maxReissue = 16
+
+// ErrReplacementTimeout is wrapped by the error of I/O that found the
+// session down for longer than the replacement timeout. It maps to EIO.
+var ErrReplacementTimeout = errors.New("session down longer than the replacement timeout")
+
+// NexusState is where a Nexus is in its life.
+type NexusState int
+
+const (
+	// NexusUp: a session is logged in and carries I/O.
+	NexusUp NexusState = iota
+	// NexusRecovering: the session was lost; I/O waits while the Nexus
+	// logs in again.
+	NexusRecovering
+	// NexusFailed: recovery has taken longer than the replacement timeout;
+	// I/O fails with EIO while recovery goes on.
+	NexusFailed
+	// NexusClosed: Close was called.
+	NexusClosed
+)
+
+func (s NexusState) String() string {
+	switch s {
+	case NexusUp:
+		return "up"
+	case NexusRecovering:
+		return "recovering"
+	case NexusFailed:
+		return "failed"
+	case NexusClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// NexusStatus is a snapshot of a Nexus for status reports.
+type NexusStatus struct {
+	State      NexusState
+	Portal     string // the current (or last) session's portal
+	Transport  string
+	Recoveries uint64    // sessions reinstated after a failure
+	Faults     uint64    // sessions lost
+	DownSince  time.Time // zero while up
+	LastError  error     // why the last session ended
+}
+
+// Nexus is an I_T nexus that outlives its sessions: when the session fails
+// (connection loss, keepalive timeout, the target logging out) it logs in
+// again with the same ISID, which reinstates the session at the target and
+// ends the old one's tasks there, and reissues the commands that were in
+// flight on the new session. New commands wait while it recovers, for up to
+// the replacement timeout. It is safe for concurrent use.
+//
+// Goroutines: Dial starts a monitor that waits for the current session to
+// end and runs recovery. Close stops it (cancelling a login in progress),
+// logs out of the current session, releases every waiter with
+// ErrSessionClosed and finally unmaps the I/O buffers.
+type Nexus struct {
+	cfg NexusConfig
+	log zerolog.Logger
+
+	mu         sync.Mutex
+	s          *Session // current; stays set (failed) while recovering
+	portal     int      // index of s's portal
+	state      NexusState
+	ready      chan struct{} // closed when recovery ends (up, failed or closed)
+	downSince  time.Time
+	lastErr    error
+	recoveries uint64
+	faults     uint64
+
+	ioMu  sync.Mutex // held while registering ioMem with a session
+	ioMem [][]byte   // from IOBuffers, registered with every session
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// DialNexus logs in through the first portal that answers and starts the
+// monitor. The first login is not retried beyond the portal list: a
+// configuration error shows at once.
+func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
+	if len(cfg.Portals) == 0 {
+		return nil, errors.New("nexus: no portal")
+	}
+	if cfg.ReplacementTimeout < 0 {
+		cfg.ReplacementTimeout = DefaultReplacementTimeout
+	}
+	if cfg.LoginTimeout <= 0 {
+		cfg.LoginTimeout = 15 * time.Second
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 250 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(cfg.MinBackoff, 5*time.Second)
+	}
+	if cfg.connect == nil {
+		cfg.connect = Connect
+	}
+	if cfg.Session.ISID == (ISID{}) {
+		cfg.Session.ISID = NewISID()
+	}
+	cfg.Session.TSIH = 0
+	n := &Nexus{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), closed: make(chan struct{})}
+	var errs []error
+	for i := range cfg.Portals {
+		s, err := n.login(ctx, i)
+		if err == nil {
+			n.s, n.portal = s, i
+			n.wg.Add(1)
+			go n.monitor()
+			return n, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// login runs one login attempt through portal i.
+func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.LoginTimeout)
+	defer cancel()
+	dc := n.cfg.Dial
+	dc.Addr = n.cfg.Portals[i]
+	s, err := n.cfg.connect(ctx, dc, n.cfg.Session)
+	if err != nil {
+		return nil, err
+	}
+	n.ioMu.Lock()
+	err = registerIOMem(s, n.ioMem)
+	n.ioMu.Unlock()
+	if err != nil {
+		s.fail(err)
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// registerIOMem registers the I/O buffers with s's datamover when it moves
+// data by RDMA.
+func registerIOMem(s *Session, mem [][]byte) error {
+	r, ok := s.dm.(interface{ RegisterIOBuffers([]byte) error })
+	if !ok {
+		return nil
+	}
+	for _, m := range mem {
+		if err := r.RegisterIOBuffers(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Session returns the current session (possibly failed, while recovering).
+func (n *Nexus) Session() *Session {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.s
+}
+
+// Status returns a snapshot for status reports.
+func (n *Nexus) Status() NexusStatus {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := NexusStatus{State: n.state, Recoveries: n.recoveries, Faults: n.faults,
+		DownSince: n.downSince, LastError: n.lastErr, Portal: n.cfg.Portals[n.portal]}
+	if n.s != nil {
+		st.Transport = n.s.Transport()
+	}
+	return st
+}
+
+// TargetName is the IQN the nexus logs in to.
+func (n *Nexus) TargetName() string { return n.cfg.Session.TargetName }
+
+// ISID is the initiator session ID every session of the nexus uses.
+func (n *Nexus) ISID() ISID { return n.cfg.Session.ISID }
+
+// markDown moves the nexus from up to recovering when s, its current
+// session, has ended. It is idempotent.
+func (n *Nexus) markDownLocked(s *Session) {
+	if n.s != s || n.state != NexusUp {
+		return
+	}
+	n.state = NexusRecovering
+	n.ready = make(chan struct{})
+	n.downSince = time.Now()
+	n.lastErr = s.Err()
+	n.faults++
+	if n.cfg.ReplacementTimeout == 0 {
+		n.state = NexusFailed
+		close(n.ready)
+	}
+}
+
+// session returns the session to issue on, waiting while recovery runs.
+func (n *Nexus) session(ctx context.Context) (*Session, error) {
+	for {
+		n.mu.Lock()
+		switch n.state {
+		case NexusClosed:
+			n.mu.Unlock()
+			return nil, ErrSessionClosed
+		case NexusFailed:
+			err := n.lastErr
+			n.mu.Unlock()
+			return nil, &ioError{fmt.Errorf("%w (%v): %w", ErrReplacementTimeout, n.cfg.ReplacementTimeout, err), syscall.EIO}
+		case NexusUp:
+			s := n.s
+			if s.Err() == nil {
+				n.mu.Unlock()
+				return s, nil
+			}
+			n.markDownLocked(s)
+		}
+		ready := n.ready
+		n.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-n.closed:
+		}
+	}
+}
+
+// Do runs a SCSI command like Session.Do. When the session fails before the
+// command completes, the command is issued again on the next session; while
+// there is none it waits, up to the replacement timeout.
+func (n *Nexus) Do(ctx context.Context, c *Command) (*Result, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := n.session(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+		}
+		r, err := s.Do(ctx, c)
+		if err == nil || ctx.Err() != nil || s.Err() == nil || attempt >= maxReissue {
+			return r, err
+		}
+		n.mu.Lock()
+		n.markDownLocked(s)
+		n.mu.Unlock()
+		n.log.Debug().Err(err).Uint8("op", c.CDB[0]).Msg("command reissued after session failure")
+	}
+}
+
+// monitor waits for the current session to end and recovers it, until Close.
+func (n *Nexus) monitor() {
+	defer n.wg.Done()
+	for {
+		n.mu.Lock()
+		s := n.s
+		n.mu.Unlock()
+		select {
+		case <-s.Done():
+		case <-n.closed:
+			return
+		}
+		n.mu.Lock()
+		n.markDownLocked(s)
+		n.mu.Unlock()
+		if !n.recover(s) {
+			return
+		}
+	}
+}
+
+// recover replaces the failed session s. It returns false when the nexus
+// was closed first.
+func (n *Nexus) recover(s *Session) bool {
+	n.mu.Lock()
+	cause, since, ready := n.lastErr, n.downSince, n.ready
+	n.mu.Unlock()
+	n.log.Warn().Err(cause).Str("portal", s.RemoteAddr()).Str("transport", s.Transport()).
+		Dur("replacement_timeout", n.cfg.ReplacementTimeout).Msg("session lost: recovering")
+	// The old connection must be gone (no late RDMA into reissued buffers)
+	// before a new session exists.
+	_ = s.Close()
+
+	var timer *time.Timer
+	if n.cfg.ReplacementTimeout > 0 {
+		timer = time.AfterFunc(n.cfg.ReplacementTimeout-time.Since(since), func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.state == NexusRecovering && n.ready == ready {
+				n.state = NexusFailed
+				close(n.ready)
+				n.log.Error().Err(cause).Dur("replacement_timeout", n.cfg.ReplacementTimeout).
+					Msg("replacement timeout: failing I/O with EIO while recovery goes on")
+			}
+		})
+		defer timer.Stop()
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	backoff := n.cfg.MinBackoff
+	portal := n.portal
+	for attempt := 1; ; attempt++ {
+		ns, err := n.login(ctx, portal)
+		if err == nil {
+			n.mu.Lock()
+			if n.state == NexusClosed {
+				n.mu.Unlock()
+				_ = ns.Close()
+				return false
+			}
+			n.s, n.portal = ns, portal
+			if n.state == NexusRecovering {
+				close(n.ready)
+			}
+			n.state = NexusUp
+			n.recoveries++
+			n.downSince = time.Time{}
+			n.mu.Unlock()
+			n.log.Warn().Str("portal", ns.RemoteAddr()).Str("transport", ns.Transport()).Int("attempts", attempt).
+				Dur("down", time.Since(since)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		n.log.Warn().Err(err).Str("portal", n.cfg.Portals[portal]).Int("attempt", attempt).
+			Dur("retry_in", backoff).Msg("reconnect failed")
+		select {
+		case <-time.After(backoff):
+		case <-n.closed:
+			return false
+		}
+		backoff = min(2*backoff, n.cfg.MaxBackoff)
+		portal = (portal + 1) % len(n.cfg.Portals)
+	}
+}
+
+// IOBuffers returns count buffers of size bytes that every session of the
+// nexus moves without a copy (iSER), or nil when the transport has no use
+// for them (TCP). They stay valid until Close returns; the frontend using
+// them must be gone by then.
+func (n *Nexus) IOBuffers(count, size int) ([][]byte, error) {
+	n.ioMu.Lock()
+	defer n.ioMu.Unlock()
+	s := n.Session()
+	if _, ok := s.dm.(interface{ RegisterIOBuffers([]byte) error }); !ok {
+		return nil, nil
+	}
+	if count <= 0 || size <= 0 || size > MaxTransfer {
+		return nil, fmt.Errorf("nexus: %d I/O buffers of %d bytes", count, size)
+	}
+	size = (size + 4095) &^ 4095
+	mem, err := mapIOMem(count * size)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerIOMem(s, [][]byte{mem}); err != nil {
+		unmapIOMem(mem)
+		return nil, err
+	}
+	n.ioMem = append(n.ioMem, mem)
+	bufs := make([][]byte, count)
+	for i := range bufs {
+		bufs[i] = mem[i*size : (i+1)*size : (i+1)*size]
+	}
+	return bufs, nil
+}
+
+// Close logs out of the current session and stops recovery. It is
+// idempotent; I/O waiting for recovery fails with ErrSessionClosed.
+func (n *Nexus) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		if n.state == NexusRecovering {
+			close(n.ready)
+		}
+		n.state = NexusClosed
+		s := n.s
+		n.mu.Unlock()
+		close(n.closed)
+		n.wg.Wait()
+		n.mu.Lock()
+		if n.s != s {
+			s = n.s
+		}
+		n.mu.Unlock()
+		err = s.Close()
+		n.ioMu.Lock()
+		mem := n.ioMem
+		n.ioMem = nil
+		n.ioMu.Unlock()
+		for _, m := range mem {
+			unmapIOMem(m)
+		}
+	})
+	return err
+}
