@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-
 )
 
 func infoCommand() *cli.Command {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-
 	"github.com/iser-attach/iser-attach/nbd"
 	nbdkernel "github.com/iser-attach/iser-attach/nbd/kernel"
 	"github.com/iser-attach/iser-attach/volume"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
