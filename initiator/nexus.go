@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -106,8 +107,9 @@ type Nexus struct {
 	log zerolog.Logger
 
 	mu         sync.Mutex
-	s          *Session // current; stays set (failed) while recovering
-	portal     int      // index of s's portal
+	s          *Session                // current; stays set (failed) while recovering
+	up         atomic.Pointer[Session] // s while the state is up, else nil
+	portal     int                     // index of s's portal
 	state      NexusState
 	ready      chan struct{} // closed when recovery ends (up, failed or closed)
 	downSince  time.Time
@@ -155,6 +157,7 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 		s, err := n.login(ctx, i)
 		if err == nil {
 			n.s, n.portal = s, i
+			n.up.Store(s)
 			n.wg.Add(1)
 			go n.monitor()
 			return n, nil
@@ -235,6 +238,7 @@ func (n *Nexus) markDownLocked(s *Session) {
 		return
 	}
 	n.state = NexusRecovering
+	n.up.Store(nil)
 	n.ready = make(chan struct{})
 	n.downSince = time.Now()
 	n.lastErr = s.Err()
@@ -247,6 +251,9 @@ func (n *Nexus) markDownLocked(s *Session) {
 
 // session returns the session to issue on, waiting while recovery runs.
 func (n *Nexus) session(ctx context.Context) (*Session, error) {
+	if s := n.up.Load(); s != nil && !s.dead.Load() {
+		return s, nil
+	}
 	for {
 		n.mu.Lock()
 		switch n.state {
@@ -369,6 +376,7 @@ func (n *Nexus) recover(s *Session) bool {
 				close(n.ready)
 			}
 			n.state = NexusUp
+			n.up.Store(ns)
 			n.recoveries++
 			n.downSince = time.Time{}
 			n.mu.Unlock()
@@ -432,6 +440,7 @@ func (n *Nexus) Close() error {
 			close(n.ready)
 		}
 		n.state = NexusClosed
+		n.up.Store(nil)
 		s := n.s
 		n.mu.Unlock()
 		close(n.closed)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -69,6 +70,7 @@ type Session struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	failed    chan struct{} // closed by fail
+	dead      atomic.Bool   // set by fail, for lock-free checks
 }
 
 // kicker is a datamover that queues work under the session's lock and
@@ -170,6 +172,7 @@ func (s *Session) fail(err error) {
 		return
 	}
 	s.err = err
+	s.dead.Store(true)
 	pend := s.pend
 	s.pend = make(map[uint32]*pending)
 	close(s.windowCh)
