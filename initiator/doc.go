@@ -8,9 +8,17 @@
 // which one it runs on: it hands SCSI Commands and their buffers to the
 // datamover and gets back status PDUs.
 //
-// Concurrency: a Session and a LUN are safe for concurrent use. A Session
-// owns two goroutines (reader, keepalive), started by NewSession and ended
-// by Close or by a connection failure; see Session for the order.
+// A Session lives as long as its connection. A Nexus outlives sessions:
+// when one fails it logs in again with the same ISID (session
+// reinstatement), through the next portal if need be, reissues the
+// commands that were in flight, and holds new ones back for up to the
+// replacement timeout, after which they fail with EIO while recovery goes
+// on. A LUN runs on either (the Executor interface).
+//
+// Concurrency: Session, Nexus and LUN are safe for concurrent use. A
+// Session owns two goroutines (reader, keepalive), started by NewSession
+// and ended by Close or by a connection failure; a Nexus owns its monitor,
+// ended by Close. See each type for the order.
 //
 // Subpackages: scsi (CDBs, sense, VPD parsing; pure) and textkey (ordered
 // text keys and their negotiation; pure).
