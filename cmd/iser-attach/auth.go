@@ -33,6 +33,9 @@ func readSecret(file, env, what string) ([]byte, error) {
 		}
 		return []byte(s), nil
 	}
+	if env == "" {
+		return nil, nil
+	}
 	if v := os.Getenv(env); v != "" {
 		return []byte(v), nil
 	}
@@ -41,21 +44,30 @@ func readSecret(file, env, what string) ([]byte, error) {
 
 // chapFromFlags builds CHAP credentials, or nil when no CHAP user is given.
 func chapFromFlags(c *cli.Context) (*initiator.CHAPCredentials, error) {
-	user := c.String("chap-user")
-	secret, err := readSecret(c.String("chap-secret-file"), "ISER_ATTACH_CHAP_SECRET", "CHAP secret")
+	return chapCredentials(c.String("chap-user"), c.String("chap-secret-file"),
+		c.String("mutual-user"), c.String("mutual-secret-file"), true)
+}
+
+// chapCredentials reads the secrets (from the files, or with env from the
+// environment) and checks the combination.
+func chapCredentials(user, secretFile, mutualUser, mutualFile string, env bool) (*initiator.CHAPCredentials, error) {
+	secretEnv, mutualEnv := "ISER_ATTACH_CHAP_SECRET", "ISER_ATTACH_MUTUAL_SECRET"
+	if !env {
+		secretEnv, mutualEnv = "", ""
+	}
+	secret, err := readSecret(secretFile, secretEnv, "CHAP secret")
 	if err != nil {
 		return nil, err
 	}
-	mutualUser := c.String("mutual-user")
-	mutual, err := readSecret(c.String("mutual-secret-file"), "ISER_ATTACH_MUTUAL_SECRET", "mutual CHAP secret")
+	mutual, err := readSecret(mutualFile, mutualEnv, "mutual CHAP secret")
 	if err != nil {
 		return nil, err
 	}
 	if user == "" {
-		if mutualUser != "" || c.String("mutual-secret-file") != "" {
+		if mutualUser != "" || mutualFile != "" {
 			return nil, fmt.Errorf("mutual CHAP needs --chap-user and a CHAP secret too")
 		}
-		if c.String("chap-secret-file") != "" {
+		if secretFile != "" {
 			return nil, fmt.Errorf("--chap-secret-file given without --chap-user")
 		}
 		return nil, nil

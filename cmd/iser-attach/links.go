@@ -1,9 +1,24 @@
 package main
 
-// createLinks makes /dev/iser/NAME (and the by-WWN link) point at the
-// device and returns the name link. Filled in with volume.CreateLinks.
-func createLinks(name, device, wwn string) (string, error) { return "", nil }
+import (
+	"path/filepath"
+
+	"github.com/iser-attach/iser-attach/volume"
+)
+
+// createLinks makes /dev/iser/NAME (and /dev/iser/by-wwn/WWN when the LUN
+// has a WWN) point at the device and returns the name link.
+func createLinks(name, device, wwn string) (string, error) {
+	if err := volume.CreateLinks(name, device, wwn); err != nil {
+		return "", err
+	}
+	return filepath.Join(volume.LinkDir, name), nil
+}
 
 // removeLinks removes the links createLinks made, if they still point at
 // the device.
-func removeLinks(name, device, wwn string) {}
+func removeLinks(name, device, wwn string) {
+	if err := volume.RemoveLinks(name, device, wwn); err != nil {
+		logger.Warn().Err(err).Str("volume", name).Msg("remove stable device names")
+	}
+}

@@ -33,7 +33,7 @@ func oneLine(err error) string {
 func newApp() *cli.App {
 	return &cli.App{
 		Name:  "iser-attach",
-		Usage: "a userspace iSER/iSCSI initiator: discover targets, inspect LUNs, serve them over NBD",
+		Usage: "a userspace iSER/iSCSI initiator: discover targets, attach LUNs as block devices (ublk, nbd) or serve them over NBD",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn, error"},
@@ -57,6 +57,7 @@ func newApp() *cli.App {
 			attachCommand(),
 			detachCommand(),
 			listCommand(),
+			volumeCommand(),
 			rdmaCommand(),
 		},
 		HideHelpCommand:      true,

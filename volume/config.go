@@ -1,0 +1,544 @@
+package volume
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iser-attach/iser-attach/discovery"
+)
+
+// ConfigDir holds one configuration file per volume, NAME.conf. The
+// environment variable ISER_ATTACH_CONFIG_DIR overrides it (ConfigDirPath).
+var ConfigDir = "/etc/iser-attach/volumes"
+
+// ConfigDirEnv names the environment variable that overrides ConfigDir.
+const ConfigDirEnv = "ISER_ATTACH_CONFIG_DIR"
+
+// Defaults of a volume configuration (DefaultConfig).
+const (
+	DefaultTransport          = "auto"
+	DefaultFrontend           = "ublk"
+	DefaultQueueDepth         = 128
+	DefaultReplacementTimeout = 120 * time.Second
+	DefaultNOPInterval        = 5 * time.Second
+	DefaultNOPTimeout         = 5 * time.Second
+	DefaultLoginTimeout       = 15 * time.Second
+	DefaultQueues             = 1
+	DefaultNBDConnections     = 4
+)
+
+// maxConfigBytes bounds a configuration file; real ones are a few hundred bytes.
+const maxConfigBytes = 64 << 10
+
+// Config is one volume's configuration file: what `attach NAME` needs.
+// Every field has its key in the file (see ParseConfig).
+type Config struct {
+	// Name is the volume name (the file is Name.conf); Path is the file.
+	Name, Path string
+	// Portals are tried in order; at least one.
+	Portals []string
+	Target  string
+	LUN     uint16
+	// Transport is auto, iser or tcp; Frontend ublk or nbd.
+	Transport, Frontend string
+	// CHAP: secrets live in files given by absolute path, never in the
+	// configuration file itself.
+	CHAPUser, CHAPSecretFile, MutualUser, MutualSecretFile string
+	QueueDepth                                             int
+	// ReplacementTimeout is how long I/O waits for a lost session to come
+	// back (0: fail at once); NOPInterval 0 turns NOP-Out pings off.
+	ReplacementTimeout, NOPInterval, NOPTimeout, LoginTimeout time.Duration
+	// Queues are ublk hardware queues; NBDConnections the sockets of an
+	// NBD device.
+	Queues, NBDConnections int
+	// InitiatorName overrides the host's initiator IQN when not empty.
+	InitiatorName string
+}
+
+// ConfigError is a problem in a configuration file. Line is 1-based, or 0
+// for problems of the whole file (a missing key); Key is the key concerned,
+// when there is one.
+type ConfigError struct {
+	Path   string
+	Line   int
+	Key    string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Reason) }
+
+// ConfigDirPath is the configuration directory: $ISER_ATTACH_CONFIG_DIR
+// when set, else ConfigDir.
+func ConfigDirPath() string {
+	if d := os.Getenv(ConfigDirEnv); d != "" {
+		return d
+	}
+	return ConfigDir
+}
+
+// ConfigPath is the configuration file of volume name.
+func ConfigPath(name string) string { return filepath.Join(ConfigDirPath(), name+".conf") }
+
+// DefaultConfig is the configuration of volume name before its file is
+// read: every optional key at its default, no portal, no target.
+func DefaultConfig(name string) Config {
+	return Config{
+		Name:               name,
+		Transport:          DefaultTransport,
+		Frontend:           DefaultFrontend,
+		QueueDepth:         DefaultQueueDepth,
+		ReplacementTimeout: DefaultReplacementTimeout,
+		NOPInterval:        DefaultNOPInterval,
+		NOPTimeout:         DefaultNOPTimeout,
+		LoginTimeout:       DefaultLoginTimeout,
+		Queues:             DefaultQueues,
+		NBDConnections:     DefaultNBDConnections,
+	}
+}
+
+// configKey parses one key's value into a Config.
+type configKey struct {
+	repeatable bool
+	set        func(c *Config, v string) error
+}
+
+var configKeys = map[string]configKey{
+	"portal":              {repeatable: true, set: setPortal},
+	"target":              {set: func(c *Config, v string) error { return setName(&c.Target, v) }},
+	"lun":                 {set: setLUN},
+	"transport":           {set: func(c *Config, v string) error { return setChoice(&c.Transport, v, "auto", "iser", "tcp") }},
+	"frontend":            {set: func(c *Config, v string) error { return setChoice(&c.Frontend, v, "ublk", "nbd") }},
+	"chap_user":           {set: func(c *Config, v string) error { return setText(&c.CHAPUser, v) }},
+	"chap_secret_file":    {set: func(c *Config, v string) error { return setAbsPath(&c.CHAPSecretFile, v) }},
+	"mutual_user":         {set: func(c *Config, v string) error { return setText(&c.MutualUser, v) }},
+	"mutual_secret_file":  {set: func(c *Config, v string) error { return setAbsPath(&c.MutualSecretFile, v) }},
+	"queue_depth":         {set: func(c *Config, v string) error { return setInt(&c.QueueDepth, v, 1, 1024) }},
+	"replacement_timeout": {set: func(c *Config, v string) error { return setDuration(&c.ReplacementTimeout, v, true) }},
+	"nop_interval":        {set: func(c *Config, v string) error { return setDuration(&c.NOPInterval, v, true) }},
+	"nop_timeout":         {set: func(c *Config, v string) error { return setDuration(&c.NOPTimeout, v, false) }},
+	"login_timeout":       {set: func(c *Config, v string) error { return setDuration(&c.LoginTimeout, v, false) }},
+	"queues":              {set: func(c *Config, v string) error { return setInt(&c.Queues, v, 1, 4096) }},
+	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
+	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
+}
+
+// ParseConfig reads the configuration file of volume name; path only
+// names the file in errors. The format is key = value lines; '#' and ';'
+// start comment lines; blank lines and one "[volume]" header before the
+// first key are allowed. Keys are those of configKeys; portal may repeat,
+// no other key may. Errors are *ConfigError.
+func ParseConfig(name, path string, r io.Reader) (*Config, error) {
+	if path == "" {
+		path = name + ".conf"
+	}
+	fail := func(line int, key, format string, args ...any) (*Config, error) {
+		return nil, &ConfigError{Path: path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)}
+	}
+	if err := ValidName(name); err != nil {
+		return fail(0, "", "%v", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
+	if err != nil {
+		return fail(0, "", "read: %v", err)
+	}
+	if len(data) > maxConfigBytes {
+		return fail(0, "", "larger than %d bytes", maxConfigBytes)
+	}
+	c := DefaultConfig(name)
+	c.Path = path
+	seen := map[string]int{} // key -> line of its first occurrence
+	header := false
+	for i, raw := range strings.Split(string(data), "\n") {
+		n := i + 1
+		line := strings.TrimSpace(strings.TrimSuffix(raw, "\r"))
+		switch {
+		case line == "" || line[0] == '#' || line[0] == ';':
+			continue
+		case line[0] == '[':
+			section := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "["), "]"))
+			switch {
+			case !strings.HasSuffix(line, "]"):
+				return fail(n, "", "section header %q lacks ']'", line)
+			case section != "volume":
+				return fail(n, "", "unknown section [%s]: only [volume]", section)
+			case header:
+				return fail(n, "", "second [volume] header")
+			case len(seen) > 0:
+				return fail(n, "", "[volume] must come before the first key")
+			}
+			header = true
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return fail(n, "", "%q is not key = value", truncate(line))
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		spec, known := configKeys[key]
+		if !known {
+			return fail(n, key, "unknown key %q", truncate(key))
+		}
+		if first, dup := seen[key]; dup && !spec.repeatable {
+			return fail(n, key, "duplicate key %s (first on line %d)", key, first)
+		}
+		if _, dup := seen[key]; !dup {
+			seen[key] = n
+		}
+		if value == "" {
+			return fail(n, key, "%s: empty value", key)
+		}
+		if err := spec.set(&c, value); err != nil {
+			return fail(n, key, "%s: %v", key, err)
+		}
+	}
+	if err := c.checkWhole(); err != nil {
+		err.Path = path
+		return nil, err
+	}
+	return &c, nil
+}
+
+// checkWhole checks what no single line can: required keys and the CHAP
+// keys that need one another.
+func (c *Config) checkWhole() *ConfigError {
+	fail := func(key, reason string) *ConfigError { return &ConfigError{Key: key, Reason: reason} }
+	switch {
+	case c.Target == "":
+		return fail("target", "no target (target = iqn....)")
+	case len(c.Portals) == 0:
+		return fail("portal", "no portal (portal = host[:port])")
+	case c.MutualUser != "" && c.CHAPUser == "":
+		return fail("mutual_user", "mutual_user needs chap_user (mutual CHAP is on top of one-way CHAP)")
+	case c.MutualUser != "" && c.MutualSecretFile == "":
+		return fail("mutual_user", "mutual_user needs mutual_secret_file")
+	case c.MutualSecretFile != "" && c.MutualUser == "":
+		return fail("mutual_secret_file", "mutual_secret_file needs mutual_user")
+	case c.CHAPUser != "" && c.CHAPSecretFile == "":
+		return fail("chap_user", "chap_user needs chap_secret_file")
+	case c.CHAPSecretFile != "" && c.CHAPUser == "":
+		return fail("chap_secret_file", "chap_secret_file needs chap_user")
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+func setPortal(c *Config, v string) error {
+	p, err := discovery.ParsePortal(v)
+	if err != nil {
+		return err
+	}
+	for _, old := range c.Portals {
+		if q, err := discovery.ParsePortal(old); err == nil && q.String() == p.String() {
+			return fmt.Errorf("%s is listed twice", v)
+		}
+	}
+	c.Portals = append(c.Portals, v)
+	return nil
+}
+
+// setName accepts an iSCSI name: iqn., eui. or naa. followed by at least
+// one character, at most 223 bytes (RFC 7143 section 4.2.7.1), no spaces.
+func setName(dst *string, v string) error {
+	if len(v) > 223 {
+		return fmt.Errorf("iSCSI name longer than 223 bytes")
+	}
+	if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return fmt.Errorf("%q: spaces or control characters in an iSCSI name", v)
+	}
+	lower := strings.ToLower(v)
+	if len(v) < 5 || !(strings.HasPrefix(lower, "iqn.") || strings.HasPrefix(lower, "eui.") || strings.HasPrefix(lower, "naa.")) {
+		return fmt.Errorf("%q is not an iSCSI name (iqn..., eui... or naa...)", v)
+	}
+	*dst = v
+	return nil
+}
+
+func setLUN(c *Config, v string) error {
+	n, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || n > 16383 {
+		return fmt.Errorf("%q: want a LUN from 0 to 16383", v)
+	}
+	c.LUN = uint16(n)
+	return nil
+}
+
+func setChoice(dst *string, v string, choices ...string) error {
+	for _, ch := range choices {
+		if v == ch {
+			*dst = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want %s", v, strings.Join(choices, ", "))
+}
+
+// setText accepts a user name: no control characters.
+func setText(dst *string, v string) error {
+	if strings.IndexFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+		return fmt.Errorf("control characters in %q", v)
+	}
+	if len(v) > 255 {
+		return fmt.Errorf("longer than 255 bytes")
+	}
+	*dst = v
+	return nil
+}
+
+func setAbsPath(dst *string, v string) error {
+	if err := setText(dst, v); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(v) {
+		*dst = ""
+		return fmt.Errorf("%q is not an absolute path", v)
+	}
+	return nil
+}
+
+func setInt(dst *int, v string, lo, hi int) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return fmt.Errorf("%q: want a number from %d to %d", v, lo, hi)
+	}
+	*dst = n
+	return nil
+}
+
+func setDuration(dst *time.Duration, v string, zeroOK bool) error {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a duration (like 30s, 2m, 1m30s)", v)
+	case d < 0 || d == 0 && !zeroOK:
+		if zeroOK {
+			return fmt.Errorf("%s: must not be negative", v)
+		}
+		return fmt.Errorf("%s: must be more than 0", v)
+	}
+	*dst = d
+	return nil
+}
+
+// Marshal writes c in the file format: a header comment, portal, target,
+// lun, transport and frontend always, the other keys only when they differ
+// from their defaults. A valid c survives Marshal and ParseConfig
+// unchanged (Path aside).
+func (c *Config) Marshal() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# iser-attach volume %s: attach it with `iser-attach attach %s`.\n", c.Name, c.Name)
+	b.WriteString("# key = value lines; see `iser-attach volume add --help` for the keys.\n")
+	for _, p := range c.Portals {
+		fmt.Fprintf(&b, "portal = %s\n", p)
+	}
+	fmt.Fprintf(&b, "target = %s\nlun = %d\ntransport = %s\nfrontend = %s\n", c.Target, c.LUN, c.Transport, c.Frontend)
+	d := DefaultConfig(c.Name)
+	str := func(key, v, def string) {
+		if v != def {
+			fmt.Fprintf(&b, "%s = %s\n", key, v)
+		}
+	}
+	num := func(key string, v, def int) {
+		if v != def {
+			fmt.Fprintf(&b, "%s = %d\n", key, v)
+		}
+	}
+	dur := func(key string, v, def time.Duration) {
+		if v != def {
+			fmt.Fprintf(&b, "%s = %s\n", key, v)
+		}
+	}
+	str("chap_user", c.CHAPUser, "")
+	str("chap_secret_file", c.CHAPSecretFile, "")
+	str("mutual_user", c.MutualUser, "")
+	str("mutual_secret_file", c.MutualSecretFile, "")
+	num("queue_depth", c.QueueDepth, d.QueueDepth)
+	dur("replacement_timeout", c.ReplacementTimeout, d.ReplacementTimeout)
+	dur("nop_interval", c.NOPInterval, d.NOPInterval)
+	dur("nop_timeout", c.NOPTimeout, d.NOPTimeout)
+	dur("login_timeout", c.LoginTimeout, d.LoginTimeout)
+	num("queues", c.Queues, d.Queues)
+	num("nbd_connections", c.NBDConnections, d.NBDConnections)
+	str("initiator_name", c.InitiatorName, "")
+	return b.Bytes()
+}
+
+// noVolumeError says that a volume has no configuration file.
+type noVolumeError struct{ name, path string }
+
+func (e *noVolumeError) Error() string {
+	return fmt.Sprintf("no volume %s: %s does not exist", e.name, e.path)
+}
+
+func (e *noVolumeError) Unwrap() error { return fs.ErrNotExist }
+
+// LoadConfig reads the configuration file of volume name from
+// ConfigDirPath. A missing file is an error wrapping fs.ErrNotExist.
+func LoadConfig(name string) (*Config, error) {
+	if err := ValidName(name); err != nil {
+		return nil, fmt.Errorf("load volume: %w", err)
+	}
+	path := ConfigPath(name)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &noVolumeError{name, path}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load volume %s: %w", name, err)
+	}
+	defer f.Close()
+	return ParseConfig(name, path, f)
+}
+
+// WriteConfig writes c to ConfigPath(c.Name) atomically (a temporary file
+// renamed over it), mode 0644, creating the directory. It refuses an
+// invalid c, and an existing file unless overwrite. It sets c.Path.
+func WriteConfig(c *Config, overwrite bool) error {
+	if err := ValidName(c.Name); err != nil {
+		return fmt.Errorf("write volume: %w", err)
+	}
+	data := c.Marshal()
+	if _, err := ParseConfig(c.Name, "", bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("write volume %s: %w", c.Name, err)
+	}
+	dir := ConfigDirPath()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write volume %s: %w", c.Name, err)
+	}
+	path := ConfigPath(c.Name)
+	tmp, err := os.CreateTemp(dir, "."+c.Name+".conf.tmp-*")
+	if err != nil {
+		return fmt.Errorf("write volume %s: %w", c.Name, err)
+	}
+	defer os.Remove(tmp.Name()) // after a rename: nothing to remove
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write volume %s: %w", c.Name, err)
+	}
+	if err := installFile(tmp.Name(), path, overwrite); err != nil {
+		return fmt.Errorf("write volume %s: %w", c.Name, err)
+	}
+	syncDir(dir)
+	c.Path = path
+	return nil
+}
+
+// installFile moves tmp to path. Without overwrite it links (which fails
+// atomically when path exists) where the file system can.
+func installFile(tmp, path string, overwrite bool) error {
+	if overwrite {
+		return os.Rename(tmp, path)
+	}
+	err := os.Link(tmp, path)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s already exists: %w", path, fs.ErrExist)
+	}
+	if err == nil {
+		return nil
+	}
+	if _, serr := os.Lstat(path); serr == nil { // no hard links here: check, then rename
+		return fmt.Errorf("%s already exists: %w", path, fs.ErrExist)
+	}
+	return os.Rename(tmp, path)
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// RemoveConfig deletes the configuration file of volume name.
+func RemoveConfig(name string) error {
+	if err := ValidName(name); err != nil {
+		return fmt.Errorf("remove volume: %w", err)
+	}
+	path := ConfigPath(name)
+	err := os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &noVolumeError{name, path}
+	}
+	if err != nil {
+		return fmt.Errorf("remove volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// ListConfigs reads every NAME.conf in ConfigDirPath (hidden files aside),
+// sorted by name. A missing directory holds no volumes. Files that do not
+// parse are left out and reported in the error, an errors.Join of
+// *ConfigError, while the good ones are still returned.
+func ListConfigs() ([]*Config, error) {
+	dir := ConfigDirPath()
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list volumes in %s: %w", dir, err)
+	}
+	type bad struct {
+		name string
+		err  error
+	}
+	var out []*Config
+	var bads []bad
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".conf")
+		if !ok || strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		c, err := readConfig(name, path)
+		if err != nil {
+			bads = append(bads, bad{name, err})
+			continue
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(bads, func(i, j int) bool { return bads[i].name < bads[j].name })
+	errs := make([]error, len(bads))
+	for i, b := range bads {
+		errs[i] = b.err
+	}
+	return out, errors.Join(errs...)
+}
+
+// readConfig parses one file; every error is a *ConfigError.
+func readConfig(name, path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		reason := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Op + ": " + pe.Err.Error()
+		}
+		return nil, &ConfigError{Path: path, Reason: reason}
+	}
+	return ParseConfig(name, path, bytes.NewReader(data))
+}

@@ -1,0 +1,341 @@
+package volume
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func tempConfigDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "volumes")
+	t.Setenv(ConfigDirEnv, dir)
+	return dir
+}
+
+const minimalConf = "portal = 10.0.0.1\ntarget = iqn.2026-01.com.example:disk1\n"
+
+func TestParseConfigValid(t *testing.T) {
+	full := DefaultConfig("db")
+	full.Path = "db.conf"
+	full.Portals = []string{"10.0.0.1", "[fd00::2]:3261", "storage.example"}
+	full.Target = "iqn.2026-01.com.example:db"
+	full.LUN = 16383
+	full.Transport, full.Frontend = "iser", "nbd"
+	full.CHAPUser, full.CHAPSecretFile = "alice", "/etc/iser-attach/secret"
+	full.MutualUser, full.MutualSecretFile = "target1", "/etc/iser-attach/mutual"
+	full.QueueDepth = 1024
+	full.ReplacementTimeout, full.NOPInterval = 0, 0
+	full.NOPTimeout, full.LoginTimeout = 3*time.Second, time.Minute
+	full.Queues, full.NBDConnections = 2, 8
+	full.InitiatorName = "iqn.2026-01.com.example:host1"
+
+	minimal := DefaultConfig("db")
+	minimal.Path = "db.conf"
+	minimal.Portals = []string{"10.0.0.1"}
+	minimal.Target = "iqn.2026-01.com.example:disk1"
+
+	tests := []struct {
+		name, in string
+		want     Config
+	}{
+		{"minimal", minimalConf, minimal},
+		{"comments, blanks, CRLF, header", "# a comment\r\n; another\r\n\r\n[volume]\r\n  portal=10.0.0.1  \r\ntarget =iqn.2026-01.com.example:disk1\r\n", minimal},
+		{"header with spaces", "[ volume ]\n" + minimalConf, minimal},
+		{"no final newline", strings.TrimSuffix(minimalConf, "\n"), minimal},
+		{"everything", `[volume]
+portal = 10.0.0.1
+portal = [fd00::2]:3261
+portal = storage.example
+target = iqn.2026-01.com.example:db
+lun = 16383
+transport = iser
+frontend = nbd
+chap_user = alice
+chap_secret_file = /etc/iser-attach/secret
+mutual_user = target1
+mutual_secret_file = /etc/iser-attach/mutual
+queue_depth = 1024
+replacement_timeout = 0
+nop_interval = 0s
+nop_timeout = 3s
+login_timeout = 1m
+queues = 2
+nbd_connections = 8
+initiator_name = iqn.2026-01.com.example:host1
+`, full},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseConfig("db", "", strings.NewReader(tt.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tt.want) {
+				t.Fatalf("got  %+v\nwant %+v", *got, tt.want)
+			}
+			// Marshal round-trips.
+			again, err := ParseConfig("db", "", bytes.NewReader(got.Marshal()))
+			if err != nil {
+				t.Fatalf("marshalled config does not parse: %v\n%s", err, got.Marshal())
+			}
+			if !reflect.DeepEqual(again, got) {
+				t.Fatalf("round trip: got %+v\nwant %+v", again, got)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	base := minimalConf
+	tests := []struct {
+		name, in string
+		line     int
+		key      string
+		reason   string // a substring
+	}{
+		{"missing target", "portal = 10.0.0.1\n", 0, "target", "no target"},
+		{"missing portal", "target = iqn.2026-01.com.example:x\n", 0, "portal", "no portal"},
+		{"empty file", "", 0, "target", "no target"},
+		{"no equals", base + "lun 3\n", 3, "", "not key = value"},
+		{"unknown key", base + "Lun = 3\n", 3, "Lun", "unknown key"},
+		{"duplicate", base + "lun = 1\nlun = 2\n", 4, "lun", "duplicate key lun (first on line 3)"},
+		{"duplicate target", base + "target = iqn.2026-01.com.example:y\n", 3, "target", "duplicate key target"},
+		{"duplicate portal", base + "portal = 10.0.0.1:3260\n", 3, "portal", "listed twice"},
+		{"duplicate portal tag", base + "portal = 10.0.0.1,2\n", 3, "portal", "listed twice"},
+		{"empty value", base + "transport =\n", 3, "transport", "empty value"},
+		{"bad portal", "portal = 10.0.0.1:99999\n" + base, 1, "portal", "malformed portal"},
+		{"v6 unclosed bracket", "portal = [fd00::1:3260\n", 1, "portal", "missing ']'"},
+		{"target no prefix", "portal = h\ntarget = disk1\n", 2, "target", "not an iSCSI name"},
+		{"target only prefix", "portal = h\ntarget = iqn.\n", 2, "target", "not an iSCSI name"},
+		{"target space", "portal = h\ntarget = iqn.2026-01.x:a b\n", 2, "target", "spaces"},
+		{"target too long", "portal = h\ntarget = iqn." + strings.Repeat("a", 220) + "\n", 2, "target", "223"},
+		{"lun too big", base + "lun = 16384\n", 3, "lun", "0 to 16383"},
+		{"lun negative", base + "lun = -1\n", 3, "lun", "0 to 16383"},
+		{"lun hex", base + "lun = 0x1\n", 3, "lun", "0 to 16383"},
+		{"transport", base + "transport = rdma\n", 3, "transport", "auto, iser, tcp"},
+		{"frontend", base + "frontend = loop\n", 3, "frontend", "ublk, nbd"},
+		{"relative secret", base + "chap_user = u\nchap_secret_file = secret\n", 4, "chap_secret_file", "absolute"},
+		{"mutual without chap", base + "mutual_user = t\nmutual_secret_file = /s\n", 0, "mutual_user", "needs chap_user"},
+		{"chap without secret", base + "chap_user = u\n", 0, "chap_user", "needs chap_secret_file"},
+		{"secret without chap", base + "chap_secret_file = /s\n", 0, "chap_secret_file", "needs chap_user"},
+		{"mutual without secret", base + "chap_user = u\nchap_secret_file = /s\nmutual_user = t\n", 0, "mutual_user", "needs mutual_secret_file"},
+		{"queue depth 0", base + "queue_depth = 0\n", 3, "queue_depth", "1 to 1024"},
+		{"queue depth big", base + "queue_depth = 1025\n", 3, "queue_depth", "1 to 1024"},
+		{"replacement negative", base + "replacement_timeout = -1s\n", 3, "replacement_timeout", "negative"},
+		{"replacement no unit", base + "replacement_timeout = 30\n", 3, "replacement_timeout", "not a duration"},
+		{"nop timeout 0", base + "nop_timeout = 0\n", 3, "nop_timeout", "more than 0"},
+		{"login timeout 0", base + "login_timeout = 0s\n", 3, "login_timeout", "more than 0"},
+		{"queues 0", base + "queues = 0\n", 3, "queues", "1 to 4096"},
+		{"nbd connections", base + "nbd_connections = 65\n", 3, "nbd_connections", "1 to 64"},
+		{"initiator name", base + "initiator_name = host1\n", 3, "initiator_name", "not an iSCSI name"},
+		{"user control char", base + "chap_user = a\x01b\n", 3, "chap_user", "control"},
+		{"other section", "[target]\n" + base, 1, "", "unknown section"},
+		{"two headers", "[volume]\n[volume]\n" + base, 2, "", "second [volume]"},
+		{"header after keys", base + "[volume]\n", 3, "", "before the first key"},
+		{"header unclosed", "[volume\n" + base, 1, "", "lacks ']'"},
+		{"too large", base + strings.Repeat("#", maxConfigBytes), 0, "", "larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig("vol", "/etc/x/vol.conf", strings.NewReader(tt.in))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("want a *ConfigError, got %v", err)
+			}
+			if ce.Line != tt.line || ce.Key != tt.key || !strings.Contains(ce.Reason, tt.reason) {
+				t.Fatalf("got line %d key %q reason %q; want line %d key %q reason ~%q", ce.Line, ce.Key, ce.Reason, tt.line, tt.key, tt.reason)
+			}
+			if prefix := "/etc/x/vol.conf:" + strconv.Itoa(tt.line) + ": "; !strings.HasPrefix(err.Error(), prefix) {
+				t.Fatalf("error %q does not start with %q", err, prefix)
+			}
+		})
+	}
+}
+
+func TestParseConfigBadName(t *testing.T) {
+	_, err := ParseConfig(".hidden", "", strings.NewReader(minimalConf))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line != 0 {
+		t.Fatalf("want a line-0 ConfigError, got %v", err)
+	}
+}
+
+func TestMarshalOmitsDefaults(t *testing.T) {
+	c := DefaultConfig("v")
+	c.Portals, c.Target = []string{"h"}, "iqn.2026-01.x:y"
+	got := string(c.Marshal())
+	for _, want := range []string{"portal = h\n", "target = iqn.2026-01.x:y\n", "lun = 0\n", "transport = auto\n", "frontend = ublk\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"queue_depth", "timeout", "nop_interval", "queues", "nbd_connections", "chap", "initiator_name"} {
+		if strings.Contains(got, not) {
+			t.Errorf("default %s written:\n%s", not, got)
+		}
+	}
+	if !strings.HasPrefix(got, "#") {
+		t.Errorf("no header comment:\n%s", got)
+	}
+	c.ReplacementTimeout = 0
+	if !strings.Contains(string(c.Marshal()), "replacement_timeout = 0s\n") {
+		t.Errorf("replacement_timeout 0 must be written:\n%s", c.Marshal())
+	}
+}
+
+func TestConfigDirPath(t *testing.T) {
+	t.Setenv(ConfigDirEnv, "")
+	if got := ConfigDirPath(); got != ConfigDir {
+		t.Fatalf("ConfigDirPath() = %q, want %q", got, ConfigDir)
+	}
+	t.Setenv(ConfigDirEnv, "/tmp/elsewhere")
+	if got := ConfigDirPath(); got != "/tmp/elsewhere" {
+		t.Fatalf("ConfigDirPath() = %q with the environment set", got)
+	}
+}
+
+func TestWriteLoadRemoveConfig(t *testing.T) {
+	dir := tempConfigDir(t)
+	c := DefaultConfig("data")
+	c.Portals, c.Target, c.LUN = []string{"10.0.0.1", "10.0.0.2:3261"}, "iqn.2026-01.com.example:data", 3
+	if err := WriteConfig(&c, false); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "data.conf")
+	if c.Path != path {
+		t.Fatalf("Path = %q, want %q", c.Path, path)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode() != 0o644 {
+		t.Fatalf("%s: %v, %v; want mode 0644", path, fi, err)
+	}
+	got, err := LoadConfig("data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*got, c) {
+		t.Fatalf("loaded %+v\nwant   %+v", *got, c)
+	}
+
+	c2 := c
+	c2.LUN = 4
+	if err := WriteConfig(&c2, false); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("second write without overwrite: %v", err)
+	}
+	if err := WriteConfig(&c2, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := LoadConfig("data"); got == nil || got.LUN != 4 {
+		t.Fatalf("overwrite did not take: %+v", got)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("temporary files left behind: %v", ents)
+	}
+
+	bad := c
+	bad.Name, bad.Target = "bad", ""
+	if err := WriteConfig(&bad, false); err == nil {
+		t.Fatal("an invalid config was written")
+	}
+
+	if err := RemoveConfig("data"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadConfig("data")
+	if !errors.Is(err, fs.ErrNotExist) || err.Error() != "no volume data: "+path+" does not exist" {
+		t.Fatalf("LoadConfig after remove: %v", err)
+	}
+	if err := RemoveConfig("data"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("second remove: %v", err)
+	}
+	if _, err := LoadConfig("../etc/passwd"); err == nil {
+		t.Fatal("LoadConfig accepted a path as a name")
+	}
+}
+
+func TestListConfigs(t *testing.T) {
+	dir := tempConfigDir(t)
+	if got, err := ListConfigs(); err != nil || len(got) != 0 {
+		t.Fatalf("missing directory: %v, %v", got, err)
+	}
+	files := map[string]string{
+		"b.conf":     minimalConf,
+		"a.b.conf":   minimalConf,
+		"a.conf":     minimalConf + "lun = 2\n",
+		"bad.conf":   minimalConf + "lun = x\n",
+		"worse.conf": "portal = 10.0.0.1\n",
+		".tmp.conf":  "garbage",
+		"notes.txt":  "garbage",
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sub.conf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ListConfigs()
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Name)
+	}
+	if want := []string{"a", "a.b", "b"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("names %v, want %v", names, want)
+	}
+	if got[0].LUN != 2 || got[0].Path != filepath.Join(dir, "a.conf") {
+		t.Fatalf("a: %+v", got[0])
+	}
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok || len(joined.Unwrap()) != 2 {
+		t.Fatalf("want two joined errors, got %v", err)
+	}
+	for i, want := range []struct {
+		path string
+		line int
+	}{{"bad.conf", 3}, {"worse.conf", 0}} {
+		var ce *ConfigError
+		if !errors.As(joined.Unwrap()[i], &ce) || ce.Path != filepath.Join(dir, want.path) || ce.Line != want.line {
+			t.Fatalf("error %d: %v, want %s line %d", i, joined.Unwrap()[i], want.path, want.line)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(minimalConf))
+	f.Add([]byte("[volume]\r\nportal = [fe80::1%eth0]:3260\nportal = h,1\ntarget = naa.6001405abcdef\nlun = 7\nchap_user = u\nchap_secret_file = /s\nmutual_user = m\nmutual_secret_file = /m\n"))
+	f.Add([]byte("; c\n# c\nportal=h\ntarget=eui.0123456789ABCDEF\nreplacement_timeout=0\nnop_interval=1h\nqueues=4096\n"))
+	f.Add([]byte("portal = h\nportal = h:3260\n"))
+	f.Add([]byte("lun = 99999\n= x\n[x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("fuzz", "", bytes.NewReader(data))
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error is not a *ConfigError: %v", err)
+			}
+			if ce.Line < 0 || ce.Line > bytes.Count(data, []byte("\n"))+1 {
+				t.Fatalf("line %d out of range: %v", ce.Line, err)
+			}
+			return
+		}
+		out := c.Marshal()
+		again, err := ParseConfig("fuzz", "", bytes.NewReader(out))
+		if err != nil {
+			t.Fatalf("marshalled config does not parse: %v\n%s", err, out)
+		}
+		if !reflect.DeepEqual(again, c) {
+			t.Fatalf("round trip changed the config:\n%+v\n%+v", c, again)
+		}
+		if !bytes.Equal(again.Marshal(), out) {
+			t.Fatalf("Marshal is not stable")
+		}
+	})
+}

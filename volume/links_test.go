@@ -1,0 +1,100 @@
+package volume
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func tempLinkDir(t *testing.T) string {
+	t.Helper()
+	old := LinkDir
+	LinkDir = filepath.Join(t.TempDir(), "iser")
+	t.Cleanup(func() { LinkDir = old })
+	return LinkDir
+}
+
+func readLink(t *testing.T, path string) string {
+	t.Helper()
+	target, err := os.Readlink(path)
+	if err != nil {
+		return ""
+	}
+	return target
+}
+
+func TestLinks(t *testing.T) {
+	dir := tempLinkDir(t)
+	const wwn = "naa.6001405abcdef0123456789abcdef01"
+	byName, byWWN := filepath.Join(dir, "db"), filepath.Join(dir, "by-wwn", wwn)
+
+	if err := CreateLinks("db", "/dev/ublkb0", wwn); err != nil {
+		t.Fatal(err)
+	}
+	if readLink(t, byName) != "/dev/ublkb0" || readLink(t, byWWN) != "/dev/ublkb0" {
+		t.Fatalf("links: %q, %q", readLink(t, byName), readLink(t, byWWN))
+	}
+	// A new attach replaces the links.
+	if err := CreateLinks("db", "/dev/nbd1", wwn); err != nil {
+		t.Fatal(err)
+	}
+	if readLink(t, byName) != "/dev/nbd1" || readLink(t, byWWN) != "/dev/nbd1" {
+		t.Fatalf("replaced links: %q, %q", readLink(t, byName), readLink(t, byWWN))
+	}
+	// The old device's detach leaves them alone.
+	if err := RemoveLinks("db", "/dev/ublkb0", wwn); err != nil {
+		t.Fatal(err)
+	}
+	if readLink(t, byName) != "/dev/nbd1" || readLink(t, byWWN) != "/dev/nbd1" {
+		t.Fatal("RemoveLinks removed links of another device")
+	}
+	if err := RemoveLinks("db", "/dev/nbd1", wwn); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{byName, byWWN} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s still there: %v", p, err)
+		}
+	}
+	// Removing again, or links never made, is fine.
+	if err := RemoveLinks("db", "/dev/nbd1", wwn); err != nil {
+		t.Fatal(err)
+	}
+	// No WWN: the name only.
+	if err := CreateLinks("other", "/dev/ublkb2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if readLink(t, filepath.Join(dir, "other")) != "/dev/ublkb2" {
+		t.Fatal("no link by name")
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "by-wwn"))
+	if len(ents) != 0 {
+		t.Fatalf("by-wwn holds %v", ents)
+	}
+	ents, _ = os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name()[0] == '.' {
+			t.Fatalf("temporary link left: %s", e.Name())
+		}
+	}
+}
+
+func TestLinksReject(t *testing.T) {
+	tempLinkDir(t)
+	for _, tt := range []struct{ name, dev, wwn string }{
+		{"../x", "/dev/ublkb0", ""},
+		{"", "/dev/ublkb0", ""},
+		{"db", "ublkb0", ""},
+		{"db", "/dev/ublkb0", "naa.1/../../etc"},
+		{"db", "/dev/ublkb0", ".."},
+		{"db", "/dev/ublkb0", "."},
+		{"db", "/dev/ublkb0", "a..b"},
+	} {
+		if err := CreateLinks(tt.name, tt.dev, tt.wwn); err == nil {
+			t.Errorf("CreateLinks(%q, %q, %q) accepted", tt.name, tt.dev, tt.wwn)
+		}
+	}
+	if err := RemoveLinks("db", "/dev/ublkb0", "x/y"); err == nil {
+		t.Error("RemoveLinks accepted a WWN with '/'")
+	}
+}
