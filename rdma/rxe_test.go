@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,6 +298,46 @@ func TestRDMAWriteRead(t *testing.T) {
 		t.Fatalf("write with a bad rkey: %+v", c)
 	} else {
 		t.Logf("bad rkey: %v", c.Err())
+	}
+}
+
+// A buffer the caller owns is registered with one connection after
+// another (as a Nexus does across reconnects): it stays mapped and keeps
+// its data when the first connection closes, and takes RDMA on the next.
+func TestRegisterBufferAcrossConnections(t *testing.T) {
+	ip := rdmaAddr(t)
+	checkLeaks(t)
+	const size = 64 << 10
+	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	if _, err := connect(t, ip, DialOptions{}).client.RegisterBuffer(mem[1:]); err == nil {
+		t.Fatal("RegisterBuffer took memory that is not page-aligned")
+	}
+	for round := 0; round < 2; round++ {
+		p := connect(t, ip, DialOptions{})
+		m, err := p.client.RegisterBuffer(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sbuf := register(t, p.server, size)
+		for i := range sbuf.Bytes() {
+			sbuf.Bytes()[i] = byte(i*3 + round)
+		}
+		err = p.server.PostSend([]SendWR{{ID: 1, Op: OpRDMAWrite, Signaled: true,
+			SGEs: []SGE{sbuf.SGE(0, size)}, RemoteAddr: m.Addr(), RKey: m.RKey()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCompletion(t, pollOne(t, p.server), 1, OpRDMAWrite)
+		want := append([]byte(nil), sbuf.Bytes()...)
+		p.client.Close() // deregisters m, must not unmap mem
+		if !bytes.Equal(mem, want) {
+			t.Fatalf("round %d: RDMA WRITE into the registered buffer: data differs", round)
+		}
+		mem[0] ^= 0xff // still mapped and writable
 	}
 }
 
