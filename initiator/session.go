@@ -108,7 +108,8 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 	}
 	s := &Session{
 		dm: dm, cfg: cfg, params: res.params, tsih: res.tsih,
-		log:   cfg.Logger.With().Str("portal", dm.RemoteAddr()).Str("transport", dm.Transport()).Logger(),
+		log: cfg.Logger.With().Str("portal", dm.RemoteAddr()).Str("transport", dm.Transport()).
+			Str("connection", fmt.Sprintf("isid=%x tsih=%d cid=%d", cfg.ISID[:], res.tsih, cfg.CID)).Logger(),
 		slots: make(chan struct{}, cfg.QueueDepth),
 		cmdSN: res.cmdSN, expCmdSN: res.expCmdSN, maxCmdSN: res.maxCmdSN, expStatSN: res.expStatSN,
 		windowCh: make(chan struct{}), pend: make(map[uint32]*pending), nextITT: 1,
