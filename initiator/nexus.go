@@ -31,7 +31,7 @@ type NexusConfig struct {
 	// LoginTimeout bounds each login attempt (default 15 s).
 	LoginTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the pause between reconnect attempts
-	// (defaults 250 ms and 5 s); it doubles after every failed attempt.
+	// (defaults 250 ms and 2 s); it doubles after every failed attempt.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 zerolog.Logger
 
@@ -142,7 +142,7 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 		cfg.MinBackoff = 250 * time.Millisecond
 	}
 	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = max(cfg.MinBackoff, 5*time.Second)
+		cfg.MaxBackoff = max(cfg.MinBackoff, 2*time.Second)
 	}
 	if cfg.connect == nil {
 		cfg.connect = Connect

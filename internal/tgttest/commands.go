@@ -19,18 +19,19 @@ func (s *Server) Sync(ctx context.Context) error {
 		return fmt.Errorf("tgttest: sync: %w", errNoTrace)
 	}
 	id := 900000000 + int(s.marker.Add(1))
-	seen := s.tr.expect(id)
+	p := s.cur()
+	seen := p.tr.expect(id)
 	// tgtd logs mtask_execute with the tid before it fails the request
 	// ("can't find the target"), so the error is expected.
 	s.Tgtadm(ctx, "--mode", "target", "--op", "show", "--tid", strconv.Itoa(id))
 	select {
 	case <-seen:
 		return nil
-	case <-s.exited:
-		s.tr.forget(id)
+	case <-p.exited:
+		p.tr.forget(id)
 		return fmt.Errorf("tgttest: sync: tgtd exited")
 	case <-ctx.Done():
-		s.tr.forget(id)
+		p.tr.forget(id)
 		return fmt.Errorf("tgttest: sync: %w", ctx.Err())
 	}
 }
@@ -39,9 +40,10 @@ func (s *Server) Sync(ctx context.Context) error {
 // tgtd has seen so far, over all targets of this Server (tgt's log names
 // the LUN, not the target: give each target its own Server when that
 // matters). Call Sync first. It needs Config.Trace (Start sets it) and
-// returns zero counts otherwise.
-func (s *Server) Commands(lun int, op byte) CommandCount { return s.tr.get(lun, op) }
+// returns zero counts otherwise. Counts start again at zero after a
+// Restart.
+func (s *Server) Commands(lun int, op byte) CommandCount { return s.cur().tr.get(lun, op) }
 
 // CommandLog returns every command seen so far, in the order tgtd queued
-// them. Call Sync first.
-func (s *Server) CommandLog() []Command { return s.tr.commands() }
+// them (since the last start or Restart). Call Sync first.
+func (s *Server) CommandLog() []Command { return s.cur().tr.commands() }

@@ -33,6 +33,18 @@
 // whether a trim deallocated anything, and plain reads of the file check
 // data without going through any initiator.
 //
+// # Faults
+//
+// For session recovery tests: Restart(ctx, down) crashes tgtd (SIGKILL),
+// keeps the portal closed for down, and starts a new tgtd on the same iSCSI
+// and control ports with the same targets and backing files (data stays,
+// sessions do not). Stall(ctx, d) freezes tgtd (SIGSTOP/SIGCONT): a hung
+// target that only keepalives notice. DropConnections(ctx, iqn) closes
+// every connection of a target's sessions with tgtadm --mode connection
+// --op delete (tgt closes the TCP connection; no Async Message).
+// Sessions reports each session's ISID, from tgtd's debug log, so a test
+// can check that a reinstating login reused it.
+//
 // # What tgt 1.0.85 does
 //
 // Checked by this package's tests with qemu-io (through libiscsi) and with
@@ -62,6 +74,13 @@
 //     writes fail with DATA PROTECT / WRITE PROTECTED; qemu refuses a
 //     read-write open.
 //   - SYNCHRONIZE CACHE(10/16) is an fdatasync of the backing file.
+//   - The TSIH goes into the Login Response in host byte order
+//     (usr/iscsi/iscsid.c: rsp->tsih = conn->tsih): on x86 an initiator
+//     reads I_T nexus 1 as TSIH 256. It is opaque and echoed back as
+//     received, so logins work; Session.WireTSIH converts.
+//   - A login with TSIH 0 and the ISID of a live session reinstates it:
+//     tgt closes the old session's connections (usr/iscsi/iscsid.c,
+//     login_security_done); the old session goes once its tasks are done.
 //   - If tgtd cannot bind the --iscsi portal it does not exit: it serves
 //     0.0.0.0:3260 instead. Launch checks "--mode portal --op show" and
 //     retries on another port. tgtd also tries iSER at start and logs

@@ -29,18 +29,37 @@ type Server struct {
 	ownDir  bool
 	tgtd    string
 	tgtadm  string
-	ctlPort int
-	port    int
+	ctlPort int // set by Launch only: Restart keeps it
+	port    int // set by Launch only: Restart keeps it
 
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when tgtd has been waited for
-	waitErr  error         // valid after exited is closed
-	readDone chan struct{} // closed when the output reader has seen EOF
-	tr       *tracer
+	// life serializes Restart and Close, which replace or end p.
+	life sync.Mutex
+	mu   sync.Mutex
+	p    *proc // the current (or last) tgtd process
+	// stopped says that p was killed on purpose (by a Restart that could
+	// not start tgtd again), so that Close does not report a crash.
+	stopped bool
+	closed  bool
 
 	closeOnce sync.Once
 	closeErr  error
 	marker    atomic.Int64
+}
+
+// proc is one tgtd process. Restart replaces it.
+type proc struct {
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when tgtd has been waited for
+	waitErr  error         // valid after exited is closed
+	readDone chan struct{} // closed when the output reader has seen EOF
+	tr       *tracer       // parses this process's output
+}
+
+// cur returns the current tgtd process.
+func (s *Server) cur() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
 }
 
 // Launch starts tgtd on 127.0.0.1 with a free iSCSI port and a free control
@@ -177,6 +196,13 @@ func (s *Server) tryStart(ctx context.Context) error {
 	// its lock file; pick from a range nobody types by hand.
 	s.ctlPort = 10000 + rand.IntN(22768)
 	s.port = port
+	return s.spawn(ctx)
+}
+
+// spawn starts tgtd on s.ctlPort and s.port, makes it the current process
+// and waits until it serves the portal. On error it is gone again.
+func (s *Server) spawn(ctx context.Context) error {
+	port := s.port
 	args := []string{"-f", "-C", strconv.Itoa(s.ctlPort)}
 	if s.cfg.Trace {
 		args = append(args, "-d", "1")
@@ -197,22 +223,22 @@ func (s *Server) tryStart(ctx context.Context) error {
 		return fmt.Errorf("start tgtd: %w", err)
 	}
 	pw.Close()
-	s.cmd = cmd
-	s.exited = make(chan struct{})
-	s.readDone = make(chan struct{})
-	s.tr = newTracer()
+	p := &proc{cmd: cmd, exited: make(chan struct{}), readDone: make(chan struct{}), tr: newTracer()}
 	go func() {
-		defer close(s.readDone)
+		defer close(p.readDone)
 		defer pr.Close()
-		s.tr.run(pr, s.cfg.Log)
+		p.tr.run(pr, s.cfg.Log)
 	}()
 	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.exited)
+		p.waitErr = cmd.Wait()
+		close(p.exited)
 	}()
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
 
-	if err := s.waitReady(ctx); err != nil {
-		s.kill()
+	if err := s.waitReady(ctx, p); err != nil {
+		s.kill(p)
 		return err
 	}
 	return nil
@@ -221,18 +247,18 @@ func (s *Server) tryStart(ctx context.Context) error {
 // waitReady polls tgtadm until tgtd answers, then checks that it serves
 // exactly the portal asked for: when tgtd cannot bind the --iscsi portal it
 // falls back to 0.0.0.0:3260 instead of exiting.
-func (s *Server) waitReady(ctx context.Context) error {
+func (s *Server) waitReady(ctx context.Context, p *proc) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.exited:
-			<-s.readDone
-			tail := strings.Join(s.tr.lastLines(), "\n")
+		case <-p.exited:
+			<-p.readDone
+			tail := strings.Join(p.tr.lastLines(), "\n")
 			if strings.Contains(tail, "another tgtd is using") {
 				return fmt.Errorf("control port %d: %w", s.ctlPort, errRetry)
 			}
-			return fmt.Errorf("tgtd exited during start-up (%v):\n%s", s.waitErr, tail)
+			return fmt.Errorf("tgtd exited during start-up (%v):\n%s", p.waitErr, tail)
 		case <-ctx.Done():
 			return fmt.Errorf("wait for tgtd: %w", ctx.Err())
 		case <-tick.C:
@@ -252,11 +278,12 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// kill ends tgtd at once and waits for it and its output.
-func (s *Server) kill() {
-	s.cmd.Process.Kill()
-	<-s.exited
-	<-s.readDone
+// kill ends tgtd process p at once (SIGKILL) and waits for it and its
+// output, then removes its control socket.
+func (s *Server) kill(p *proc) {
+	p.cmd.Process.Kill()
+	<-p.exited
+	<-p.readDone
 	s.removeSockets()
 }
 
@@ -293,9 +320,6 @@ func (s *Server) configure(ctx context.Context) error {
 				}
 			}
 		}
-		if _, err := s.Tgtadm(ctx, "--mode", "target", "--op", "bind", "--tid", tid, "--initiator-address", "ALL"); err != nil {
-			return err
-		}
 		for _, a := range []struct {
 			c        *CHAP
 			outgoing bool
@@ -316,6 +340,12 @@ func (s *Server) configure(ctx context.Context) error {
 			if _, err := s.Tgtadm(ctx, args...); err != nil {
 				return err
 			}
+		}
+		// Last: until the ACL allows them, logins fail, so an initiator
+		// reconnecting during a Restart never sees a half-made target (no
+		// LUNs, or no CHAP yet).
+		if _, err := s.Tgtadm(ctx, "--mode", "target", "--op", "bind", "--tid", tid, "--initiator-address", "ALL"); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -381,14 +411,16 @@ func (s *Server) LUNPath(iqn string, lun int) string {
 	panic(fmt.Sprintf("tgttest: no target %s", iqn))
 }
 
-// PID is tgtd's process id.
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+// PID is tgtd's process id; Restart changes it.
+func (s *Server) PID() int { return s.cur().cmd.Process.Pid }
 
-// Done is closed when tgtd has exited, for whatever reason.
-func (s *Server) Done() <-chan struct{} { return s.exited }
+// Done is closed when tgtd has exited, for whatever reason. After a
+// Restart it is the new process's channel; one taken before is closed.
+func (s *Server) Done() <-chan struct{} { return s.cur().exited }
 
-// LastLines returns the last lines tgtd printed, oldest first.
-func (s *Server) LastLines() []string { return s.tr.lastLines() }
+// LastLines returns the last lines tgtd printed, oldest first (since the
+// last start or Restart).
+func (s *Server) LastLines() []string { return s.cur().tr.lastLines() }
 
 // Close deletes the targets (forcibly, closing any sessions), asks tgtd to
 // exit, kills it if it has not after 5 s, and removes its sockets and, if
@@ -396,9 +428,17 @@ func (s *Server) LastLines() []string { return s.tr.lastLines() }
 // its own before Close: that is a crash worth failing a test for.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.life.Lock()
+		defer s.life.Unlock()
+		s.mu.Lock()
+		p, stopped := s.p, s.stopped
+		s.closed = true
+		s.mu.Unlock()
 		select {
-		case <-s.exited:
-			s.closeErr = fmt.Errorf("tgttest: tgtd exited before Close (%v):\n%s", s.waitErr, strings.Join(s.tr.lastLines(), "\n"))
+		case <-p.exited:
+			if !stopped {
+				s.closeErr = fmt.Errorf("tgttest: tgtd exited before Close (%v):\n%s", p.waitErr, strings.Join(p.tr.lastLines(), "\n"))
+			}
 		default:
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			for i := range s.cfg.Targets {
@@ -406,12 +446,12 @@ func (s *Server) Close() error {
 			}
 			s.run(ctx, false, "--mode", "system", "--op", "delete")
 			select {
-			case <-s.exited:
+			case <-p.exited:
 			case <-ctx.Done():
 			}
 			cancel()
 		}
-		s.kill()
+		s.kill(p)
 		s.removeDir()
 	})
 	return s.closeErr

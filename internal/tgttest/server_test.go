@@ -44,7 +44,7 @@ func TestStartShowStop(t *testing.T) {
 	}
 	conn.Close()
 
-	pid := s.cmd.Process.Pid
+	pid := s.PID()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestSeveralServers(t *testing.T) {
 
 func TestCloseReportsCrash(t *testing.T) {
 	s := Start(t)
-	s.cmd.Process.Signal(syscall.SIGKILL)
+	s.cur().cmd.Process.Signal(syscall.SIGKILL)
 	<-s.Done()
 	if err := s.Close(); err == nil || !strings.Contains(err.Error(), "exited before Close") {
 		t.Errorf("Close after tgtd died: %v, want an 'exited before Close' error", err)

@@ -46,6 +46,9 @@ var (
 	doneRE  = regexp.MustCompile(`bs_rdwr_request\(\d+\) io done (0x[0-9a-f]+|\(nil\)) ([0-9a-f]{1,2}) `)
 	errorRE = regexp.MustCompile(`bs_rdwr_request\(\d+\) io error (0x[0-9a-f]+|\(nil\)) ([0-9a-f]{1,2}) `)
 	mtaskRE = regexp.MustCompile(`mtask_execute\(\d+\) -?\d+ -?\d+ -?\d+ -?\d+ (-?\d+) `)
+	// usr/iscsi/session.c logs sid64(isid, tsih): ISID byte i in bits
+	// 8i..8i+7, the TSIH in bits 48..63.
+	sessionRE = regexp.MustCompile(`session_create\(\d+\) session_create: (0x[0-9a-f]+)`)
 )
 
 // tracer parses tgtd's output. One goroutine (run) feeds it; any number
@@ -56,7 +59,8 @@ type tracer struct {
 	log      []Command
 	cmdLUN   map[string]int // tgtd's scsi_cmd pointer -> LUN of its last queueing
 	markers  map[int]chan struct{}
-	tail     []string // last lines, for error messages
+	isids    map[uint16][6]byte // TSIH -> ISID of every session created
+	tail     []string           // last lines, for error messages
 	tailNext int
 }
 
@@ -67,6 +71,7 @@ func newTracer() *tracer {
 		counts:  map[opKey]*CommandCount{},
 		cmdLUN:  map[string]int{},
 		markers: map[int]chan struct{}{},
+		isids:   map[uint16][6]byte{},
 	}
 }
 
@@ -126,6 +131,17 @@ func (tr *tracer) line(s string) {
 			tr.count(opKey{lun, byte(op)}).IOErrors++
 		}
 	}
+	for _, m := range sessionRE.FindAllStringSubmatch(s, -1) {
+		sid, err := strconv.ParseUint(m[1], 0, 64)
+		if err != nil {
+			continue
+		}
+		var isid [6]byte
+		for i := range isid {
+			isid[i] = byte(sid >> (8 * i))
+		}
+		tr.isids[uint16(sid>>48)] = isid
+	}
 	for _, m := range mtaskRE.FindAllStringSubmatch(s, -1) {
 		id, _ := strconv.Atoi(m[1])
 		if ch, ok := tr.markers[id]; ok {
@@ -163,6 +179,14 @@ func (tr *tracer) commands() []Command {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return append([]Command(nil), tr.log...)
+}
+
+// isid returns the ISID of the session tgtd created with TSIH tsih.
+func (tr *tracer) isid(tsih uint16) ([6]byte, bool) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	id, ok := tr.isids[tsih]
+	return id, ok
 }
 
 func (tr *tracer) lastLines() []string {
