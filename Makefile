@@ -40,7 +40,8 @@ fuzz:
 e2e: build build-nocgo test-bins
 	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
 
-test: vet build-nocgo unit fuzz e2e
+# The shell tools' host tests first (seconds; script-tests below).
+test: script-tests vet build-nocgo unit fuzz e2e
 
 demo:
 	scripts/demo.sh
@@ -53,3 +54,22 @@ bench-vm: build test-bins
 
 clean:
 	rm -rf $(BIN)
+
+# Install: bin/iser-attach and iser-fstab into $(PREFIX)/sbin, the systemd units into
+# $(PREFIX)/lib/systemd/system (on systemd's unit path), the udev rule, /etc/iser-attach/volumes/;
+# without DESTDIR also daemon-reload and enable iser-attach.target. See docs/operations.md.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+.PHONY: install uninstall script-tests
+
+install: build
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" scripts/install.sh install $(BIN)/iser-attach
+
+uninstall:
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" scripts/install.sh uninstall
+
+# Host tests of the shell tools (seconds, no root needed): iser-fstab, install.sh.
+script-tests:
+	scripts/iser-fstab-test.sh
+	scripts/install-test.sh

@@ -4,7 +4,8 @@
 # See docs/vmlab.md and scripts/vmlab/README.md.
 #
 #   vmlab.sh build [--force]   build/cache the guest
-#   vmlab.sh e2e               run scripts/vmlab/tests/NN-*.sh in the guest
+#   vmlab.sh e2e               run scripts/vmlab/tests/NN-*.sh in the guest, then one boot with
+#                              systemd as PID 1 per scripts/vmlab/tests-systemd/NN-*.sh
 #   vmlab.sh bench             run scripts/vmlab/bench/NN-*.sh, print the table
 #   vmlab.sh run 'CMD'         run CMD (bash, lib.sh sourced) in the guest
 #   vmlab.sh shell             interactive shell on the guest console
@@ -21,6 +22,8 @@
 #                        target's own); set it to a wrong IQN to see the login step fail
 #   VMLAB_FIO_SECONDS    seconds per fio workload in bench (default 5; e2e uses 2)
 #   VMLAB_TEST_TIMEOUT   per-test timeout inside the guest (default 300)
+#   ISER_VMLAB_SYSTEMD_TIMEOUT   whole-VM timeout of each systemd boot (default 300)
+#   VMLAB_SYSTEMD_WATCHDOG       seconds a systemd boot may take to reach its checks (240)
 set -euo pipefail
 # The braces make bash read the whole script before running it: editing the file while a
 # run is in progress cannot change that run.
@@ -56,6 +59,8 @@ guest_dir() {
 # host_build: the project's binaries into ./bin, cgo on (rdma/ links rdma-core 44 like the guest).
 host_build() {
 	[ -n "${ISER_VMLAB_NOBUILD:-}" ] && return 0
+	[ -n "${HOST_BUILT:-}" ] && return 0
+	HOST_BUILT=1
 	[ -d "$REPO/cmd" ] || return 0
 	ls "$REPO"/cmd/*/*.go >/dev/null 2>&1 || return 0
 	command -v go >/dev/null || die "step host-build: go not in PATH (or set ISER_VMLAB_NOBUILD=1)"
@@ -75,7 +80,8 @@ write_env() {
 	done
 }
 
-# boot JOB [CMD]: run the guest once with JOB; sets OUT; returns the job's exit code.
+# boot JOB [CMD]: run the guest once with JOB; sets OUT and QEMU_RC (124: timed out);
+# returns the job's exit code. BOOT_APPEND: more kernel command line.
 boot() {
 	local job=$1 cmd=${2:-} g timeout_s rc qpid
 	need_host_tools
@@ -84,15 +90,8 @@ boot() {
 	# A shared lock on the stamp keeps a concurrent rebuild from deleting this guest.
 	exec 8<"$g/stamp"
 	flock -s 8
-	OUT=${ISER_VMLAB_OUT:-$CACHE/results/$job-$(date +%Y%m%d-%H%M%S)}
-	mkdir -p "$OUT"
-	OUT=$(cd "$OUT" && pwd)
+	results_dir "$job"
 	rm -f "$OUT/status" "$OUT/console.log"
-	if [ -z "${ISER_VMLAB_OUT:-}" ]; then
-		ln -sfn "$OUT" "$CACHE/results/latest"
-		# Keep the newest 30 runs.
-		ls -1dt "$CACHE"/results/*-20[0-9][0-9][01][0-9][0-3][0-9]-* 2>/dev/null | tail -n +31 | xargs -r rm -rf
-	fi
 	echo "$job" >"$OUT/job"
 	printf '%s\n' "$cmd" >"$OUT/cmd"
 	write_env "$OUT/env"
@@ -103,13 +102,14 @@ boot() {
 		-m "${ISER_VMLAB_MEM:-2048}" -smp "${ISER_VMLAB_SMP:-2}"
 		-nographic -no-reboot
 		-kernel "$g/vmlinuz" -initrd "$g/initrd.img"
-		-append "console=ttyS0 quiet loglevel=4 panic=-1 ${ISER_VMLAB_CMDLINE:-}"
+		-append "console=ttyS0 quiet loglevel=4 panic=-1 ${BOOT_APPEND:-} ${ISER_VMLAB_CMDLINE:-}"
 		-drive "file=$g/root.ext4,if=virtio,format=raw,snapshot=on,cache=unsafe"
 		-virtfs "local,path=$REPO,mount_tag=host,security_model=none,readonly=on"
 		-virtfs "local,path=$OUT,mount_tag=out,security_model=none"
 		-nic none)
 	say "booting guest ($(sed -n 's/^kernel=//p' "$g/stamp")), job $job, results $OUT, timeout ${timeout_s} s"
 	local t0=$SECONDS
+	QEMU_RC=0
 	if [ "$job" = shell ]; then
 		timeout --foreground "$timeout_s" "${qemu[@]}" || true
 	else
@@ -125,6 +125,7 @@ boot() {
 		fi
 		rc=0
 		wait $qpid || rc=$?
+		QEMU_RC=$rc
 		[ $rc = 124 ] && say "FAIL step vm-timeout: guest still running after ${timeout_s} s, killed"
 	fi
 	say "guest exited after $((SECONDS - t0)) s"
@@ -134,7 +135,7 @@ boot() {
 		return 1
 	fi
 	rc=$(cat "$OUT/status")
-	if [ "$rc" != 0 ] && [ "$job" != shell ] && [ "$job" != run ]; then
+	if [ "$rc" != 0 ] && [ "$job" != shell ] && [ "$job" != run ] && [ "$job" != systemd ]; then
 		say "FAIL job $job exit $rc; summary:"
 		sed 's/^/  /' "$OUT/summary.txt" >&2 2>/dev/null || true
 		if ! grep -q '^FAIL' "$OUT/summary.txt" 2>/dev/null; then
@@ -143,6 +144,85 @@ boot() {
 		fi
 	fi
 	return "$rc"
+}
+
+# results_dir JOB: set OUT to $ISER_VMLAB_OUT or a new $CACHE/results/JOB-TIME (then linked
+# as results/latest; the newest 30 kept).
+results_dir() {
+	OUT=${ISER_VMLAB_OUT:-$CACHE/results/$1-$(date +%Y%m%d-%H%M%S)}
+	mkdir -p "$OUT"
+	OUT=$(cd "$OUT" && pwd)
+	if [ -z "${ISER_VMLAB_OUT:-}" ]; then
+		ln -sfn "$OUT" "$CACHE/results/latest"
+		# Keep the newest 30 runs.
+		ls -1dt "$CACHE"/results/*-20[0-9][0-9][01][0-9][0-3][0-9]-* 2>/dev/null | tail -n +31 | xargs -r rm -rf
+	fi
+}
+
+# selected DIR: the NN-*.sh files of DIR that ISER_VMLAB_TESTS selects (every one without
+# it); the same matching as vmlab_run_dir in the guest.
+selected() {
+	local - f b p sel files
+	files=("$1"/[0-9][0-9]-*.sh)
+	set -f # the patterns match file names, not files in the current directory
+	for f in "${files[@]}"; do
+		[ -e "$f" ] || continue
+		b=$(basename "$f")
+		if [ -n "${ISER_VMLAB_TESTS:-}" ]; then
+			sel=0
+			for p in $ISER_VMLAB_TESTS; do
+				case $b in $p | $p.sh) sel=1 ;; esac
+			done
+			[ $sel = 1 ] || continue
+		fi
+		echo "$f"
+	done
+}
+
+# systemd_test FILE: one boot of the guest with systemd as PID 1 for tests-systemd/NN-name.sh
+# (guest: FILE setup before systemd, FILE check once it is up, then poweroff; host: FILE host
+# DIR on what the guest left). Results in $E2E_OUT/NN-name/; a PASS or FAIL line goes to
+# $E2E_OUT/summary.txt like the guest's tests. Returns nonzero on FAIL.
+systemd_test() {
+	local f=$1 name dir rc=0 hrc=0 t0=$SECONDS why= dt
+	name=$(basename "$f" .sh)
+	dir=$E2E_OUT/$name
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	say "RUN  $name (a boot with systemd as PID 1)"
+	ISER_VMLAB_OUT=$dir ISER_VMLAB_TIMEOUT=${ISER_VMLAB_SYSTEMD_TIMEOUT:-300} \
+		BOOT_APPEND="systemd.show_status=1" boot systemd "$name" || rc=$?
+	if [ "$QEMU_RC" = 124 ]; then
+		why="FAIL step vm-timeout: the guest did not power off within ${ISER_VMLAB_SYSTEMD_TIMEOUT:-300} s"
+	elif [ ! -f "$dir/status" ]; then
+		why="FAIL step guest-status: no status (crash or init failure)"
+	elif [ "$rc" != 0 ]; then
+		why=$(grep -h '^FAIL' "$dir/setup.log" "$dir/check.log" 2>/dev/null | tail -n1)
+		[ "$rc" = 124 ] && why="FAIL step watchdog: the boot never reached its checks (journal-watchdog.txt)"
+		why=${why:-FAIL guest exit $rc}
+	fi
+	bash "$f" host "$dir" >"$dir/host.log" 2>&1 || hrc=$?
+	if [ -z "$why" ] && [ $hrc != 0 ]; then
+		why=$(grep '^FAIL' "$dir/host.log" | head -n1)
+		why=${why:-FAIL host check exit $hrc}
+	fi
+	dt=$((SECONDS - t0))
+	if [ -z "$why" ] && [ $hrc = 0 ]; then
+		say "PASS $name (${dt} s)"
+		echo "PASS $name ${dt}s" >>"$E2E_OUT/summary.txt"
+		return 0
+	fi
+	say "FAIL $name (${dt} s): $why"
+	{
+		for l in setup.log check.log host.log; do
+			[ -s "$dir/$l" ] || continue
+			echo "$name/$l:"
+			tail -n 12 "$dir/$l"
+		done
+	} | sed 's/^/vmlab:   | /' >&2
+	[ -n "$(grep -l . "$dir/check.log" 2>/dev/null)" ] || console_tail 25
+	echo "FAIL $name ${dt}s exit=${rc}/${hrc} $why" >>"$E2E_OUT/summary.txt"
+	return 1
 }
 
 console_tail() {
@@ -173,11 +253,26 @@ e2e)
 	[ "$(id -u)" = 0 ] || die "run as root"
 	t0=$SECONDS
 	rc=0
-	boot e2e || rc=$?
+	guest_tests=$(selected "$HERE/tests")
+	systemd_tests=$(selected "$HERE/tests-systemd")
+	[ -n "$guest_tests$systemd_tests" ] ||
+		die "step select: no test in tests/ or tests-systemd/ matches ISER_VMLAB_TESTS='${ISER_VMLAB_TESTS:-}'"
+	if [ -n "$guest_tests" ]; then
+		boot e2e || rc=$?
+	else
+		results_dir e2e
+		: >"$OUT/summary.txt"
+	fi
+	E2E_OUT=$OUT
 	if [ -s "$OUT/bench.jsonl" ]; then
 		say "quick figures from the e2e tests (seconds per workload, not a benchmark):"
 		print_table "$OUT/bench.jsonl" || true
 	fi
+	# Then a boot with systemd as the guest's init per tests-systemd/ test.
+	for f in $systemd_tests; do
+		systemd_test "$f" || rc=1
+	done
+	OUT=$E2E_OUT
 	# The guest's summary.txt has a PASS or FAIL line per test: end with the
 	# plain count that test runners and CI read.
 	passed=$(grep -c '^PASS ' "$OUT/summary.txt" 2>/dev/null || true)

@@ -3,9 +3,9 @@
 # it mounted the shares; read from the share, so editing it needs no guest rebuild.
 #
 # The host writes into the out share (/mnt/out):
-#   job   first line: e2e | bench | run | shell
+#   job   first line: e2e | bench | run | shell | systemd
 #   env   shell assignments of every ISER_VMLAB_* / VMLAB_* variable on the host
-#   cmd   for job=run: the command line
+#   cmd   for job=run: the command line; for job=systemd: the tests-systemd test name
 # and reads back: status (exit code of the job, written last), summary.txt, NN-name/log.
 export PATH=/mnt/host/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 TERM=${TERM:-linux}
@@ -33,6 +33,19 @@ run)
 	# The command sees the lib's functions; its output goes to the console and run.log.
 	(bash -c ". \"\$VMLAB_LIB\"; $(cat /mnt/out/cmd)" 2>&1; echo $? >/tmp/run.rc) | tee /mnt/out/run.log
 	rc=$(cat /tmp/run.rc)
+	;;
+systemd)
+	# A boot with systemd as PID 1 (vmlab.sh e2e runs one per tests-systemd/NN-name.sh; cmd
+	# names it): prepare the root, then /sbin/vmlab-init execs systemd. The test's check unit
+	# writes the status and powers off; here only a failed preparation does.
+	if sh "$VMLAB_SRC/scripts/vmlab/guest/systemd-prepare.sh" "$(cat /mnt/out/cmd)" >/mnt/out/setup.log 2>&1; then
+		echo /lib/systemd/systemd >/run/vmlab-exec
+		echo "vmlab: $(cat /mnt/out/cmd) prepared after $(cut -d' ' -f1 /proc/uptime) s; exec systemd"
+		exit 0
+	fi
+	rc=1
+	echo "vmlab: FAIL systemd-prepare: $(grep '^FAIL' /mnt/out/setup.log | tail -n1)"
+	tail -n 15 /mnt/out/setup.log | sed 's/^/vmlab:   | /'
 	;;
 shell)
 	echo "vmlab: shell; the lib is in \$VMLAB_LIB; 'exit' or Ctrl-D powers the guest off"

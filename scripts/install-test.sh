@@ -1,0 +1,105 @@
+#!/bin/bash
+# install-test.sh: host test of scripts/install.sh (what `make install`/`make uninstall` run)
+# into scratch DESTDIRs: the files, their modes, the @SBINDIR@/@DOCDIR@ substitution, the
+# units checked by `systemd-analyze verify` (when the host has it), uninstall removing
+# everything but a volume directory that holds configurations. Seconds; no root needed.
+# `make script-tests`. The VM lab installs the same way into a live system and boots it.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+n=0
+ok() { n=$((n + 1)); }
+bad() {
+	n=$((n + 1))
+	fails=$((fails + 1))
+	echo "FAIL: $*" >&2
+}
+check() { # check DESCRIPTION CMD...
+	local d=$1
+	shift
+	if "$@"; then ok; else bad "$d"; fi
+}
+mode() { stat -c %a "$1" 2>/dev/null; }
+
+printf '#!/bin/sh\necho fake iser-attach "$@"\n' >"$T/iser-attach"
+chmod 0700 "$T/iser-attach"
+
+# Default prefix.
+D=$T/root
+out=$(DESTDIR=$D "$HERE/install.sh" install "$T/iser-attach" 2>&1) || bad "install exited $?: $out"
+for f in usr/local/sbin/iser-attach:755 usr/local/sbin/iser-fstab:755 \
+	usr/local/lib/systemd/system/iser-attach@.service:644 usr/local/lib/systemd/system/iser-attach.target:644 \
+	usr/local/lib/udev/rules.d/60-iser-attach.rules:644 usr/local/share/doc/iser-attach/operations.md:644 \
+	etc/iser-attach/volumes:755; do
+	p=$D/${f%:*}
+	check "$p missing" test -e "$p"
+	check "$p mode $(mode "$p"), want ${f#*:}" test "$(mode "$p")" = "${f#*:}"
+done
+check "binary not copied" cmp -s "$T/iser-attach" "$D/usr/local/sbin/iser-attach"
+check "iser-fstab not copied" cmp -s "$HERE/iser-fstab" "$D/usr/local/sbin/iser-fstab"
+U=$D/usr/local/lib/systemd/system/iser-attach@.service
+check "ExecStart not substituted: $(grep ExecStart= "$U")" \
+	grep -qx 'ExecStart=/usr/local/sbin/iser-attach --log-format=json attach --volume %i' "$U"
+check "Documentation not substituted" grep -qx 'Documentation=file:///usr/local/share/doc/iser-attach/operations.md' "$U"
+check "placeholders left: $(grep -rn '@[A-Z]*@' "$D" | head -3)" sh -c "! grep -rq '@[A-Z]*@' '$D/usr/local/lib'"
+for k in Type=notify 'After=network-online.target' 'Wants=network-online.target' \
+	'Before=remote-fs-pre.target' 'Wants=remote-fs-pre.target' DefaultDependencies=no \
+	Conflicts=shutdown.target Before=shutdown.target LimitMEMLOCK=infinity Restart=on-failure \
+	RestartSec=2 TimeoutStartSec=120 TimeoutStopSec=90 KillMode=mixed WantedBy=iser-attach.target; do
+	case $k in After=* | Wants=*) re="^${k%%=*}=.*\b${k#*=}\b" ;; *) re="^$k\$" ;; esac
+	check "iser-attach@.service lacks $k" grep -qE "$re" "$U"
+done
+check "iser-attach.target not WantedBy=remote-fs.target" grep -qx 'WantedBy=remote-fs.target' \
+	"$D/usr/local/lib/systemd/system/iser-attach.target"
+check "install mentioned the DESTDIR note" grep -q 'DESTDIR set' <<<"$out"
+check "install enabled something in a DESTDIR" test ! -e "$D/etc/systemd"
+
+if command -v systemd-analyze >/dev/null; then
+	v=$(systemd-analyze verify --man=no --root="$D" iser-attach@vol1.service iser-attach.target 2>&1)
+	rc=$?
+	check "systemd-analyze verify: exit $rc: $v" test "$rc" = 0 -a -z "$v"
+else
+	echo "install-test: note: no systemd-analyze on this host; the VM lab (90-systemd-fstab) loads the units for real"
+fi
+
+# Reinstall over a running binary's file: replaced, not written into.
+ln "$D/usr/local/sbin/iser-attach" "$T/old-link"
+DESTDIR=$D "$HERE/install.sh" install "$T/iser-attach" >/dev/null 2>&1 || bad "second install failed"
+check "reinstall wrote into the old binary's inode" test "$(stat -c %i "$T/old-link")" != "$(stat -c %i "$D/usr/local/sbin/iser-attach")"
+
+# Uninstall keeps a volume directory with configurations, removes the rest.
+echo "portal = 10.0.0.1" >"$D/etc/iser-attach/volumes/keep.conf"
+out=$(DESTDIR=$D "$HERE/install.sh" uninstall 2>&1) || bad "uninstall exited $?: $out"
+check "uninstall did not keep the configuration" test -f "$D/etc/iser-attach/volumes/keep.conf"
+check "uninstall did not say it kept the configurations: $out" grep -q 'kept .*holds configurations' <<<"$out"
+left=$(cd "$D" && find . -type f ! -path ./etc/iser-attach/volumes/keep.conf)
+check "uninstall left files: $left" test -z "$left"
+rm "$D/etc/iser-attach/volumes/keep.conf"
+DESTDIR=$D "$HERE/install.sh" uninstall >/dev/null 2>&1 || bad "second uninstall failed"
+check "an empty volume directory survived uninstall" test ! -e "$D/etc/iser-attach"
+
+# PREFIX=/usr and explicit directories.
+D=$T/usr
+out=$(DESTDIR=$D PREFIX=/usr SBINDIR=/usr/sbin "$HERE/install.sh" install "$T/iser-attach" 2>&1) || bad "PREFIX=/usr install: $out"
+check "PREFIX=/usr: unit not in /usr/lib/systemd/system" test -f "$D/usr/lib/systemd/system/iser-attach@.service"
+check "PREFIX=/usr: ExecStart wrong" grep -q '^ExecStart=/usr/sbin/iser-attach ' "$D/usr/lib/systemd/system/iser-attach@.service"
+check "PREFIX=/usr: rule not in /usr/lib/udev/rules.d" test -f "$D/usr/lib/udev/rules.d/60-iser-attach.rules"
+
+# Errors.
+out=$(DESTDIR=$T/x "$HERE/install.sh" install "$T/nonexistent" 2>&1)
+check "missing binary not refused: $out" test $? = 1
+check "missing binary message: $out" grep -q "binary '$T/nonexistent' missing" <<<"$out"
+out=$(DESTDIR=$T/x PREFIX=relative "$HERE/install.sh" install "$T/iser-attach" 2>&1)
+check "relative PREFIX not refused: $out" test $? = 1
+out=$(DESTDIR=$T/x "$HERE/install.sh" frob 2>&1)
+check "unknown command not refused: $out" test $? = 1
+check "unknown command: no usage: $out" grep -q usage <<<"$out"
+
+if [ $fails = 0 ]; then
+	echo "install-test: PASS ($n checks)"
+else
+	echo "install-test: FAIL ($fails of $n checks failed)"
+	exit 1
+fi

@@ -1,0 +1,267 @@
+#!/bin/sh
+# 90-systemd-fstab: with systemd as the guest's init, a volume that is enabled and listed in
+# fstab is attached and mounted at boot, and unmounted and detached cleanly at shutdown.
+#
+#   setup    (guest, before systemd) scripts/install.sh as `make install` does, vol1.conf,
+#            systemctl enable iser-attach@vol1, iser-fstab add vol1 /mnt/vol1 ext4; the lab's
+#            units: vmlab-target.service (soft-RoCE + LIO with iSER, the LUN's backing file in
+#            the out share, mkfs.ext4 on it; before network-online.target) and markers on
+#            iser-attach@vol1's stop
+#   check    (guest, vmlab-check.service, after mnt-vol1.mount) /mnt/vol1 is mounted from
+#            /dev/iser/vol1 -> /dev/ublkbN, by systemd's units in the right order; a file
+#            written and synced; then poweroff
+#   host     (host, after the VM exited) the markers: the file system was unmounted before
+#            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
+#            link and logged out; the file system on the LUN's backing file is clean and holds
+#            the file (e2fsck -fn, debugfs)
+# Unit hooks: target-start, target-stop (vmlab-target.service), stop-begin (ExecStop= of
+# iser-attach@vol1, before its SIGTERM), stopped (its ExecStopPost=).
+set -eu
+what=${1:-}
+NAME=vol1
+MNT=/mnt/vol1
+L=/usr/local/lib/vmlab
+
+# mark EVENT KEY=VALUE...: one line in shutdown.log (out share) and on the console.
+mark() {
+	_m="$(cut -d' ' -f1 /proc/uptime) $*"
+	echo "$_m" >>/mnt/out/shutdown.log
+	echo "vmlab: mark $_m" >/dev/console 2>/dev/null || true
+}
+
+case $what in
+setup)
+	. "$VMLAB_LIB"
+	step binary test -x "$VMLAB_BIN/iser-attach"
+	# What `make install` does on a live system (DESTDIR empty, PREFIX /usr/local).
+	step install env DESTDIR= PREFIX=/usr/local sh "$VMLAB_SRC/scripts/install.sh" install "$VMLAB_BIN/iser-attach"
+	step installed test -x /usr/local/sbin/iser-attach -a -x /usr/local/sbin/iser-fstab \
+		-a -f /usr/local/lib/systemd/system/iser-attach@.service -a -f /usr/local/lib/udev/rules.d/60-iser-attach.rules
+	step target-enabled systemctl -q is-enabled iser-attach.target
+	step volume-dir test -d /etc/iser-attach/volumes
+	cat >/etc/iser-attach/volumes/$NAME.conf <<-EOF
+		# vmlab: the LIO target of vmlab-target.service over soft-RoCE
+		portal = $VMLAB_ADDR:3260
+		target = $VMLAB_IQN
+		lun = 0
+		transport = iser
+		frontend = ublk
+	EOF
+	step enable-volume systemctl enable iser-attach@$NAME.service
+	step volume-enabled systemctl -q is-enabled iser-attach@$NAME.service
+	step fstab-add iser-fstab add $NAME $MNT ext4
+	step fstab-line grep -qx "/dev/iser/$NAME $MNT ext4 defaults,_netdev,nofail,x-systemd.requires=iser-attach@$NAME.service 0 0" /etc/fstab
+	step fstab-check iser-fstab check
+
+	# The lab's stand-ins for the network and the storage array, and the shutdown markers.
+	cat >/etc/systemd/system/vmlab-target.service <<-EOF
+		[Unit]
+		Description=vmlab soft-RoCE and LIO target with iSER
+		Before=network-online.target
+		RequiresMountsFor=/mnt/out
+		[Service]
+		Type=oneshot
+		RemainAfterExit=yes
+		ExecStart=/bin/sh $L/test.sh target-start
+		ExecStop=/bin/sh $L/test.sh target-stop
+		StandardOutput=journal+console
+		StandardError=journal+console
+		[Install]
+		WantedBy=network-online.target
+	EOF
+	step enable-target systemctl enable -q vmlab-target.service
+	mkdir -p /etc/systemd/system/iser-attach@$NAME.service.d /etc/systemd/system/vmlab-check.service.d
+	cat >/etc/systemd/system/iser-attach@$NAME.service.d/vmlab.conf <<-EOF
+		# vmlab: the daemon's log on the console too; markers around its stop.
+		[Unit]
+		RequiresMountsFor=/mnt/out
+		[Service]
+		StandardOutput=journal+console
+		StandardError=journal+console
+		ExecStop=/bin/sh $L/test.sh stop-begin
+		ExecStopPost=/bin/sh $L/test.sh stopped
+	EOF
+	cat >/etc/systemd/system/vmlab-check.service.d/order.conf <<-EOF
+		[Unit]
+		After=mnt-vol1.mount iser-attach@$NAME.service
+	EOF
+	step units-verify systemd-analyze verify --man=no iser-attach@$NAME.service iser-attach.target
+	;;
+
+target-start)
+	. $L/env
+	. "$VMLAB_LIB"
+	step rxe-up rxe_up
+	# The LUN's backing file lives in the out share: the host checks the file system on it
+	# after the guest is gone.
+	step lio-target env LIO_FILE_DIR=/mnt/out/lun LIO_WCE=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" file:64' "$VMLAB_IQN"
+	img=$(ls /mnt/out/lun/*.img)
+	step mkfs mkfs.ext4 -q -F -L vmlab-vol1 "$img"
+	echo "$img" >/mnt/out/lun-image
+	mark target-started image="$img"
+	;;
+
+target-stop)
+	. $L/env
+	. "$VMLAB_LIB"
+	mark target-stop sessions="$(cat $LIO/iscsi/"$VMLAB_IQN"/tpgt_1/dynamic_sessions 2>/dev/null | tr -d '\n' | tr ' ' ,)"
+	# The backing file stays (LIO_FILE_DIR elsewhere) for the host to check.
+	LIO_FILE_DIR=/nonexistent lio_teardown
+	sync
+	;;
+
+stop-begin)
+	# ExecStop= of iser-attach@vol1: runs before systemd sends the daemon SIGTERM. The mount
+	# must be gone by now.
+	mounted=no
+	mountpoint -q $MNT && mounted=yes
+	mark stop-begin system="$(systemctl is-system-running 2>&1)" mounted=$mounted \
+		mount_unit="$(systemctl show -p ActiveState --value mnt-vol1.mount)" pid="${MAINPID:-}"
+	;;
+
+stopped)
+	# ExecStopPost=: the daemon is gone; was it clean? (udev removes the link it adopted once
+	# it has seen the device go.)
+	udevadm settle -t 10 || true
+	dev=$(cat /run/vmlab-vol1-dev 2>/dev/null || echo unknown)
+	link=gone
+	[ -e /dev/iser/$NAME ] || [ -L /dev/iser/$NAME ] && link=present
+	devstate=gone
+	[ -b "$dev" ] && devstate=present
+	. $L/env
+	sess=$(cat /sys/kernel/config/target/iscsi/"$VMLAB_IQN"/tpgt_1/dynamic_sessions 2>/dev/null | tr -d '\n ')
+	mark stopped system="$(systemctl is-system-running 2>&1)" result="${SERVICE_RESULT:-}" code="${EXIT_CODE:-}" \
+		status="${EXIT_STATUS:-}" link=$link dev="$dev" dev_state=$devstate sessions="${sess:-none}"
+	journalctl -b --no-pager -o cat -u iser-attach@$NAME.service >/mnt/out/daemon.log 2>&1 || true
+	;;
+
+check)
+	. $L/env
+	. "$VMLAB_LIB"
+	unit=iser-attach@$NAME.service
+	step volume-active systemctl -q is-active $unit
+	systemctl status --no-pager $unit || true
+	step type-notify test "$(systemctl show -p Type --value $unit)" = notify
+	step execstart sh -c "systemctl show -p ExecStart --value $unit | grep -q 'path=/usr/local/sbin/iser-attach ; argv\[\]=/usr/local/sbin/iser-attach --log-format=json attach --volume $NAME '"
+	step link test -L /dev/iser/$NAME
+	dev=$(readlink -f /dev/iser/$NAME)
+	echo "/dev/iser/$NAME -> $dev"
+	echo "$dev" >/run/vmlab-vol1-dev
+	step link-is-ublk sh -c "case '$dev' in /dev/ublkb[0-9]*) test -b '$dev' ;; *) false ;; esac"
+	step mount-unit systemctl -q is-active mnt-vol1.mount
+	src=$(findmnt -n -o SOURCE --mountpoint $MNT || true)
+	fstype=$(findmnt -n -o FSTYPE --mountpoint $MNT || true)
+	echo "$MNT: $src $fstype"
+	step mounted-from-volume test "$src" = "$dev" -a "$fstype" = ext4
+	# systemd knows /dev/iser/vol1 as a device: udev adopted the link (60-iser-attach.rules).
+	step udev-link sh -c "udevadm info -q symlink $dev | tr ' ' '\n' | grep -qx iser/$NAME"
+	step device-unit systemctl -q is-active dev-iser-$NAME.device
+	# Order at boot: the target, then the volume ready, then the mount.
+	t_target=$(systemctl show -p ActiveEnterTimestampMonotonic --value vmlab-target.service)
+	t_ready=$(systemctl show -p ActiveEnterTimestampMonotonic --value $unit)
+	t_mount=$(systemctl show -p ActiveEnterTimestampMonotonic --value mnt-vol1.mount)
+	echo "active at (us since boot): vmlab-target $t_target, $unit $t_ready, mnt-vol1.mount $t_mount"
+	step boot-order test "$t_target" -gt 0 -a "$t_ready" -gt "$t_target" -a "$t_mount" -gt "$t_ready"
+	# The target sees the session (the logout check at shutdown reads the same file).
+	step lio-session sh -c "grep -q . /sys/kernel/config/target/iscsi/$VMLAB_IQN/tpgt_1/dynamic_sessions"
+	step list sh -c "iser-attach list --json | jq -e '.[] | select(.name == \"$NAME\" and .device == \"$dev\")'"
+	step write sh -c "head -c 3M /dev/urandom >$MNT/vmlab-data && sync -f $MNT/vmlab-data"
+	sha256sum <$MNT/vmlab-data | cut -d' ' -f1 >/mnt/out/data.sha256
+	step fstab-check iser-fstab check
+	;;
+
+host)
+	# On the host (bash, e2fsprogs), after the VM exited: $2 is this test's results directory.
+	d=$2
+	fails=0
+	ok() { echo "ok: $*"; }
+	no() {
+		echo "FAIL $*"
+		fails=$((fails + 1))
+	}
+	log=$d/shutdown.log
+	[ -s "$log" ] && ok "shutdown markers: $(wc -l <"$log") lines" || no "step markers: no $log"
+	begin=$(grep ' stop-begin ' "$log" 2>/dev/null | tail -n1)
+	stopped=$(grep ' stopped ' "$log" 2>/dev/null | tail -n1)
+	tstop=$(grep ' target-stop ' "$log" 2>/dev/null | tail -n1)
+	echo "stop-begin: $begin"
+	echo "stopped:    $stopped"
+	echo "target:     $tstop"
+	case $begin in
+	*" system=stopping "*) ok "the volume stopped in the shutdown" ;;
+	*) no "step stop-at-shutdown: the last stop of iser-attach@vol1 was not in the shutdown: '$begin'" ;;
+	esac
+	case $begin in
+	*" mounted=no "*) ok "$MNT was unmounted before the daemon got SIGTERM" ;;
+	*) no "step unmount-before-detach: $MNT still mounted when iser-attach@vol1 began to stop: '$begin'" ;;
+	esac
+	case $stopped in
+	*" result=success code=exited status=0 "*) ok "the daemon exited 0 on SIGTERM" ;;
+	*) no "step clean-exit: the daemon did not exit 0: '$stopped'" ;;
+	esac
+	case $stopped in
+	*" link=gone "*" dev_state=gone "*) ok "device and /dev/iser/vol1 removed" ;;
+	*) no "step device-removed: '$stopped'" ;;
+	esac
+	case $stopped in
+	*" sessions=none"*) ok "logged out (no LIO session left)" ;;
+	*) no "step logout: the target still has a session after the daemon exited: '$stopped'" ;;
+	esac
+	# Markers in order: stop-begin, stopped, target-stop.
+	order=$(awk '$2 == "stop-begin" || $2 == "stopped" || $2 == "target-stop" { printf "%s ", $2 }' "$log" 2>/dev/null)
+	case $order in
+	*"stop-begin stopped target-stop "*) ok "order: unmounted, daemon stopped, target stopped" ;;
+	*) no "step shutdown-order: markers in order '$order'" ;;
+	esac
+	# The daemon's own account (journal, JSON lines): a detach, no error.
+	if [ -s "$d/daemon.log" ]; then
+		grep -q 'detached cleanly' "$d/daemon.log" && ok "daemon logged 'detached cleanly'" ||
+			no "step daemon-log: no detach in daemon.log: $(tail -n 3 "$d/daemon.log")"
+		if grep -E '"level":"(error|fatal|panic)"' "$d/daemon.log"; then
+			no "step daemon-log: errors in daemon.log (above)"
+		else
+			ok "no error in the daemon's log"
+		fi
+	else
+		no "step daemon-log: no $d/daemon.log"
+	fi
+	# The console (systemd's status lines): unmounted before the volume stopped.
+	c=$(tr -d '\r' <"$d/console.log" | sed 's/\x1b\[[0-9;]*m//g')
+	um=$(printf '%s\n' "$c" | grep -n 'Unmounted .*mnt/vol1' | head -n1 | cut -d: -f1)
+	st=$(printf '%s\n' "$c" | grep -n 'Stopped .*iser-attach volume vol1' | head -n1 | cut -d: -f1)
+	if [ -n "$um" ] && [ -n "$st" ] && [ "$um" -lt "$st" ]; then
+		ok "console: 'Unmounted /mnt/vol1' (line $um) before 'Stopped iser-attach volume vol1' (line $st)"
+	else
+		no "step console-order: Unmounted at line '${um:-none}', Stopped at line '${st:-none}' of console.log"
+	fi
+	if printf '%s\n' "$c" | grep -E 'Failed unmounting .*mnt/vol1|Failed to start .*iser-attach|iser-attach.*(timed out|Timed out)'; then
+		no "step console-clean: failures on the console (above)"
+	else
+		ok "console: no failed unmount, start or timeout"
+	fi
+	# The data, on the LUN's backing file: a clean file system holding the file.
+	img=$d/lun/$(basename "$(cat "$d/lun-image" 2>/dev/null || echo none)")
+	if [ -f "$img" ]; then
+		state=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Filesystem state: *//p')
+		[ "$state" = clean ] && ok "file system state clean" || no "step fs-clean: file system state '$state'"
+		if dumpe2fs -h "$img" 2>/dev/null | grep -q '^Filesystem features:.*needs_recovery'; then
+			no "step fs-journal: the journal needs recovery (not unmounted cleanly)"
+		else
+			ok "journal clean"
+		fi
+		e2fsck -fn "$img" >"$d/e2fsck.txt" 2>&1 && ok "e2fsck -fn clean" || no "step e2fsck: $(tail -n 3 "$d/e2fsck.txt")"
+		want=$(cat "$d/data.sha256" 2>/dev/null || true)
+		got=$(debugfs -R 'cat /vmlab-data' "$img" 2>/dev/null | sha256sum | cut -d' ' -f1)
+		[ -n "$want" ] && [ "$got" = "$want" ] && ok "the file written at boot is on the LUN (sha256 $got)" ||
+			no "step data: sha256 of /vmlab-data on the LUN is $got, written ${want:-nothing}"
+	else
+		no "step lun-image: no backing file ($img)"
+	fi
+	[ $fails = 0 ]
+	;;
+
+*)
+	echo "usage: $0 setup|check|host DIR|target-start|target-stop|stop-begin|stopped" >&2
+	exit 2
+	;;
+esac
