@@ -111,6 +111,10 @@ func RemoveLinks(name, device, wwn string) error {
 			errs = append(errs, fmt.Errorf("remove link: %w", err))
 			continue
 		}
+		if !filepath.IsAbs(target) {
+			// udev (60-iser-attach.rules) rewrites the link relative: ../ublkb0.
+			target = filepath.Join(filepath.Dir(p), target)
+		}
 		if filepath.Clean(target) != filepath.Clean(device) {
 			continue
 		}

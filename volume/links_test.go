@@ -98,3 +98,25 @@ func TestLinksReject(t *testing.T) {
 		t.Error("RemoveLinks accepted a WWN with '/'")
 	}
 }
+
+// udev rewrites /dev/iser/NAME as ../ublkb0; detach still removes it.
+func TestRemoveLinksRelative(t *testing.T) {
+	dir := tempLinkDir(t)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(filepath.Dir(dir), "ublkb0")
+	link := filepath.Join(dir, "db")
+	if err := os.Symlink("../ublkb0", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveLinks("db", filepath.Join(filepath.Dir(dir), "ublkb1"), ""); err != nil || readLink(t, link) == "" {
+		t.Fatalf("removed a relative link to another device: %v", err)
+	}
+	if err := RemoveLinks("db", dev, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Fatalf("relative link still there: %v", err)
+	}
+}
