@@ -232,7 +232,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	ctx, stop := signalContext(c)
 	defer stop()
 	name := sp.Volume
-	l, err := openLUN(ctx, &sp.lunSpec)
+	l, err := openLUNRetrying(ctx, sp)
 	if err != nil {
 		return err
 	}
@@ -273,6 +273,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	select {
 	case <-ctx.Done():
 		logger.Info().Str("volume", name).Msg("signal: detaching")
+		waitUnused(name, dev.Path(), l)
 	case r := <-a.detachReq:
 		req = &r
 	}
@@ -287,6 +288,59 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 		req.done <- err
 	}
 	return err
+}
+
+// openLUNRetrying is openLUN; under systemd (NOTIFY_SOCKET) a first login
+// that fails is retried until it works or a signal comes, so a volume
+// whose target is not up yet at boot attaches when it is (the unit's
+// TimeoutStartSec bounds the wait), and the mounts waiting for it follow.
+func openLUNRetrying(ctx context.Context, sp *attachSpec) (*lunConn, error) {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		l, err := openLUN(ctx, &sp.lunSpec)
+		if err == nil || os.Getenv("NOTIFY_SOCKET") == "" || ctx.Err() != nil {
+			return l, err
+		}
+		logger.Warn().Err(err).Str("volume", sp.Volume).Int("attempt", attempt).Dur("retry_in", backoff).
+			Msg("login failed; retrying (under systemd)")
+		sdNotify(fmt.Sprintf("STATUS=login failed (attempt %d): %s", attempt, oneLine(err)))
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, err
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// unusedGrace is how long a signalled daemon waits for its device to be
+// released (unmounted, closed) before it removes it anyway.
+const unusedGrace = 20 * time.Second
+
+// waitUnused flushes the target's cache and waits, for up to unusedGrace,
+// while the device is mounted or held: at shutdown systemd stops the volume
+// after it tried to unmount its file systems, and a busy one may still be
+// going away. Whatever happens next, the acknowledged writes are stable.
+func waitUnused(name, dev string, l *lunConn) {
+	busy, where, err := volume.InUse(dev)
+	if err != nil || !busy {
+		return
+	}
+	logger.Error().Str("volume", name).Str("device", dev).Str("held_by", where).Dur("grace", unusedGrace).
+		Msg("asked to stop while the device is in use: flushing, then waiting for it to be released")
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if err := l.Flush(fctx); err != nil {
+		logger.Warn().Err(err).Str("volume", name).Msg("SYNCHRONIZE CACHE")
+	}
+	cancel()
+	deadline := time.Now().Add(unusedGrace)
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		if busy, _, err := volume.InUse(dev); err != nil || !busy {
+			return
+		}
+	}
+	logger.Error().Str("volume", name).Str("device", dev).Msg("device still in use: removing it anyway; its users will see I/O errors")
 }
 
 // detachVolume removes the device, flushes the target's cache and logs out.
