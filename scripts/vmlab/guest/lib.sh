@@ -41,6 +41,40 @@
 #   bench_table [FILE]         the side-by-side table (ratios against kernel-iser)
 # Runner (used by init.sh)
 #   vmlab_reset, vmlab_run_dir DIR
+# Fault injection (recovery tests; section at the end of this file)
+#   lio_tpg IQN 0|1            TPG off (every session dropped, logins refused) or on again
+#   fault_lio_restart IQN SEC  the LIO target "restarts": TPG off for SEC seconds, then on
+#   lio_portal_add IQN ADDR:PORT, lio_portal_del IQN ADDR:PORT   another network portal on
+#                              the TPG (iSER unless LIO_ISER=0) / remove one (its sessions stay)
+#   rxe_counter NAME [LINK]    an rxe hardware counter (rdma statistic), e.g. link_downed
+#   fault_link_flap SEC [NETDEV]   rxe netdev down for SEC seconds, up, rxe port ACTIVE again;
+#                              fails unless rxe counted the link going down (caution: see below)
+#   rxe_gsi_state [LINK]       state of rxe's GSI QP1 (RTS; ERR = RDMA CM dead, see below)
+#   tcp_partition PORT 1|0     silently drop every TCP packet to/from PORT on lo, or stop
+#   fault_tcp_partition PORT SEC   TCP PORT partitioned for SEC seconds; fails unless packets
+#                              were dropped
+#   tgt_kill                   SIGKILL tgtd, wait until it is gone
+#   fault_tgt_restart IQN MiB SEC  tgtd killed, SEC seconds later started again and the
+#                              target re-created on the same backing file (tgt_iser)
+#   fault_daemon_kill NAME     SIGKILL the iser-attach daemon serving volume NAME
+#   fio_fault_start NAME DEV OFFSET SIZE SEED   background fio (FIO_PID): random writes with
+#                              crc32c headers, rate-capped to outlast a fault, then all read back
+#   fio_fault_wait NAME        wait for it: exit 0 and every written byte read back and verified
+#                              (FIO_FAULT_RW=read: verifying reads of what fio_fill wrote)
+#   fio_fill NAME DEV OFFSET SIZE SEED   sequential 64 KiB writes with crc32c headers
+#   io_expect_eio DEV BLOCK MIN MAX   a 4 KiB O_DIRECT write fails with EIO after MIN..MAX s
+#   vol_status NAME, vol_wait NAME JQ SEC   iser-attach list --json: a volume's status / poll
+#                              until the jq condition holds
+#   vol_watch_start NAME DEV FILE, vol_watch_stop   sample state and device presence (0.5 s)
+#   dev_present DEV            the device node exists and its disk has a size
+#   vol_log_mark NAME, vol_warns NAME MARK [PREFIX]   the daemon log (JSON) position / its
+#                              warn and error lines since MARK (also in /tmp/vol_warns.txt);
+#                              fails unless a warn line carries a cause (error field)
+#   lio_sessions IQN           how many sessions the target's TPG has
+#   survive_fault NAME DEV LABEL OFFSET SEED FAULT...   fio across FAULT on volume NAME; then
+#                              the checks every recovery test makes (see the function)
+#   recovery_cleanup NAME...   EXIT trap: detach (or kill) the volumes, keep the daemon logs,
+#                              print "faults survived: $FAULTS_SURVIVED"
 
 : "${VMLAB_ADDR:=10.99.0.1}"
 : "${VMLAB_IQN:=iqn.2003-01.org.linux-iscsi.vmlab:lio}"
@@ -569,4 +603,402 @@ vmlab_run_dir() {
 	fi
 	vmlab_log "$((_count - _fails))/$_count passed"
 	[ $_fails = 0 ]
+}
+
+# --- fault injection (recovery tests) ---
+
+# has_recovery_flags: iser-attach attach knows the recovery options (a binary without them
+# fails the recovery tests here, rather than later with a less clear cause).
+has_recovery_flags() {
+	iser-attach attach --help >/tmp/attach-help.txt 2>&1 || true
+	for f in --replacement-timeout --nop-interval --nop-timeout; do
+		grep -q -- "$f" /tmp/attach-help.txt || {
+			echo "iser-attach attach has no $f"
+			return 1
+		}
+	done
+}
+# Faults that really break an initiator's connection and really heal, checked against the
+# kernel's own initiator (open-iscsi) before the tests used them: disabling the TPG drops the
+# sessions at once and LIO refuses logins ("Unable to locate Target Portal Group") until it is
+# enabled again; SIGKILL of tgtd disconnects its RDMA connections at once; tcp_partition drops
+# every packet of a TCP port on lo (where traffic to the lab's own addresses flows), nothing is
+# refused or reset, so only a keepalive notices. A LIO network portal removed with
+# lio_portal_del keeps the sessions made through it: pair it with lio_tpg IQN 0 so they must
+# log in again elsewhere.
+#
+# The rxe netdev going down is NOT a survivable fault in this lab. It is real (port DOWN,
+# link_downed counted, even rxe's loopback traffic stops), but with rxe (kernel 6.12) any RDMA
+# send while the netdev is down fails its route lookup and moves the sending QP to ERR, and
+# when that is the GSI QP1 (any RDMA CM message: a reconnect's REQ, a teardown's DREQ) nothing
+# ever resets it: no RDMA CM connection works again until the rxe link is deleted and re-added
+# (rxe_gsi_state shows ERR). The kernel's ib_iser then hangs in iser_release_work; a
+# userspace initiator's reconnects time out. A flap the kernel initiator only notices after
+# the link is back (6 s down, 5 s + 5 s ping) heals. fault_link_flap stays for such flaps
+# and for a kernel that fixes this; the recovery tests' network fault is tcp_partition.
+
+lio_tpg() {
+	_lio_put "$LIO/iscsi/$1/tpgt_1/enable" "$2"
+}
+
+fault_lio_restart() {
+	lio_tpg "$1" 0 || return 1
+	echo "fault: LIO target $1 down (TPG disabled) for $2 s" >&2
+	sleep "$2"
+	lio_tpg "$1" 1 || return 1
+	echo "fault: LIO target $1 up again" >&2
+}
+
+lio_portal_add() {
+	_np=$LIO/iscsi/$1/tpgt_1/np/$2
+	mkdir -p "$_np" || return 1
+	if [ "${LIO_ISER:-1}" = 1 ]; then
+		_lio_put "$_np/iser" 1 || return 1
+	fi
+}
+
+lio_portal_del() {
+	_np=$LIO/iscsi/$1/tpgt_1/np/$2
+	[ -d "$_np" ] || {
+		echo "lio_portal_del: $1 has no portal $2" >&2
+		return 1
+	}
+	if [ -f "$_np/iser" ] && [ "$(cat "$_np/iser")" = 1 ]; then
+		_lio_put "$_np/iser" 0 || return 1
+	fi
+	rmdir "$_np"
+}
+
+rxe_counter() {
+	rdma statistic show link "${2:-rxe0/1}" | tr ' ' '\n' | sed -n "/^$1\$/{n;p;q;}" | grep . || {
+		echo "rxe_counter: no counter $1 on ${2:-rxe0/1}" >&2
+		return 1
+	}
+}
+
+fault_link_flap() {
+	_fl_dev=${2:-rxe-net0}
+	_fl_n0=$(rxe_counter link_downed) || return 1
+	ip link set "$_fl_dev" down || return 1
+	echo "fault: $_fl_dev down for $1 s" >&2
+	sleep "$1"
+	_fl_port=$(rdma link show rxe0/1)
+	ip link set "$_fl_dev" up || return 1
+	echo "fault: $_fl_dev up again" >&2
+	wait_for 20 sh -c 'rdma link show rxe0/1 | grep -q "state ACTIVE"' || {
+		echo "fault_link_flap: rxe0 port not ACTIVE again: $(rdma link show rxe0/1)" >&2
+		return 1
+	}
+	_fl_n1=$(rxe_counter link_downed) || return 1
+	case $_fl_port in *"state ACTIVE"*)
+		echo "fault_link_flap: rxe0 port stayed ACTIVE while $_fl_dev was down: $_fl_port" >&2
+		return 1
+		;;
+	esac
+	[ "$_fl_n1" -gt "$_fl_n0" ] || {
+		echo "fault_link_flap: rxe link_downed stayed $_fl_n0" >&2
+		return 1
+	}
+}
+
+rxe_gsi_state() {
+	rdma resource show qp link "${1:-rxe0/1}" lqpn 1 | sed -n 's/.* state \([A-Z_]*\) .*/\1/p'
+}
+
+tcp_partition() {
+	if [ "$2" = 1 ]; then
+		need_module sch_prio cls_u32 act_gact
+		tc qdisc add dev lo root handle 1: prio || return 1
+		for _tp in dport sport; do
+			tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip "$_tp" "$1" 0xffff \
+				action drop || return 1
+		done
+	else
+		tc qdisc del dev lo root 2>/dev/null || true
+	fi
+}
+
+fault_tcp_partition() {
+	tcp_partition "$1" 1 || return 1
+	echo "fault: TCP port $1 partitioned (every packet dropped, nothing refused) for $2 s" >&2
+	sleep "$2"
+	_tp_d=$(tc -s filter show dev lo | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+	tcp_partition "$1" 0
+	echo "fault: TCP port $1 reachable again ($_tp_d packets dropped)" >&2
+	[ "$_tp_d" -gt 0 ] || {
+		echo "fault_tcp_partition: no packet to or from port $1 was dropped" >&2
+		return 1
+	}
+}
+
+tgt_kill() {
+	_tk=$(pidof tgtd) || {
+		echo "tgt_kill: tgtd is not running" >&2
+		return 1
+	}
+	kill -9 $_tk || return 1
+	wait_for 10 sh -c '! pidof tgtd' || {
+		echo "tgt_kill: tgtd $_tk still there" >&2
+		return 1
+	}
+}
+
+fault_tgt_restart() {
+	tgt_kill || return 1
+	echo "fault: tgtd killed, down for $3 s" >&2
+	sleep "$3"
+	tgt_iser "$1" "$2" || return 1
+	echo "fault: tgtd up again with target $1" >&2
+}
+
+fault_daemon_kill() {
+	_dk=$(vol_status "$1" | jq -r .pid) && [ -n "$_dk" ] && [ "$_dk" != null ] || {
+		echo "fault_daemon_kill: no daemon for volume $1" >&2
+		return 1
+	}
+	kill -9 "$_dk" || return 1
+	wait_for 10 sh -c "! kill -0 $_dk" || return 1
+	echo "fault: iser-attach daemon $_dk of $1 killed (SIGKILL)" >&2
+}
+
+# fio_fault_start: the write phase takes at least SIZE / FIO_FAULT_RATE (default 2 MiB/s), so
+# a fault injected a few seconds in hits writes in flight; fio then reads every block back
+# (do_verify) and checks its crc32c, offset and seed: a lost, stale or misplaced write fails.
+# Give every run its own SEED (and region), so stale data of an earlier run cannot pass.
+# FIO_FAULT_TIMEOUT (default 150 s) bounds it; output in $VMLAB_RESULTS/fio-NAME.json.
+# FIO_FAULT_RW=read: sequential 64 KiB reads instead, rate-capped the same way, each block's
+# crc32c, offset and seed checked against what fio_fill wrote there (same OFFSET, SIZE, SEED).
+fio_fault_start() {
+	: >"$VMLAB_RESULTS/fio-$1.err"
+	if [ "${FIO_FAULT_RW:-write}" = read ]; then
+		_ff_opts="--rw=read --bs=64k --rate=${FIO_FAULT_RATE:-2m},"
+	else
+		_ff_opts="--rw=randwrite --bs=4k-64k --rate=,${FIO_FAULT_RATE:-2m} --do_verify=1"
+	fi
+	FIO_FAULT_READ=$(($(echo "$4" | sed 's/[mM]$/ * 1048576/'))) # SIZE: bytes or MiB ("32M")
+	timeout -k 5 "${FIO_FAULT_TIMEOUT:-150}" fio --name="$1" --filename="$2" --offset="$3" \
+		--size="$4" --randseed="$5" $_ff_opts --iodepth="${FIO_FAULT_QD:-16}" \
+		--direct=1 --ioengine=libaio --verify=crc32c --verify_fatal=1 --output-format=json \
+		--output="$VMLAB_RESULTS/fio-$1.json" 2>"$VMLAB_RESULTS/fio-$1.err" &
+	FIO_PID=$!
+}
+
+fio_fill() {
+	timeout -k 5 "${FIO_FAULT_TIMEOUT:-150}" fio --name="$1" --filename="$2" --offset="$3" \
+		--size="$4" --randseed="$5" --rw=write --bs=64k --iodepth=16 --direct=1 --ioengine=libaio \
+		--verify=crc32c --do_verify=0 --output="$VMLAB_RESULTS/fio-$1.txt" || {
+		cat "$VMLAB_RESULTS/fio-$1.txt" >&2
+		return 1
+	}
+}
+
+fio_fault_wait() {
+	_fw_rc=0
+	wait "$FIO_PID" || _fw_rc=$?
+	_fw_j=$VMLAB_RESULTS/fio-$1.json
+	if [ "$_fw_rc" != 0 ]; then
+		[ "$_fw_rc" = 124 ] && echo "fio $1: still running after ${FIO_FAULT_TIMEOUT:-150} s (hang)" >&2
+		echo "fio $1: exit $_fw_rc:" >&2
+		tail -n 15 "$VMLAB_RESULTS/fio-$1.err" >&2
+		return 1
+	fi
+	_fw_r=$(sed -n '/^{/,$p' "$_fw_j" | jq -r '.jobs[0] | "\(.error) \(.write.io_bytes) \(.read.io_bytes)"') || {
+		echo "fio $1: no JSON result in $_fw_j" >&2
+		return 1
+	}
+	set -- "$1" $_fw_r
+	if [ "$3" = 0 ]; then # FIO_FAULT_RW=read
+		[ "$2" = 0 ] && [ "$4" = "$FIO_FAULT_READ" ] || {
+			echo "fio $1: error $2, read and verified $4 bytes of $FIO_FAULT_READ" >&2
+			return 1
+		}
+		echo "fio $1: read $4 bytes, crc32c verified"
+		return 0
+	fi
+	[ "$2" = 0 ] && [ "$3" -gt 0 ] && [ "$4" = "$3" ] || {
+		echo "fio $1: error $2, wrote $3 bytes, read back and verified $4" >&2
+		return 1
+	}
+	echo "fio $1: wrote $3 bytes, read all back, crc32c verified"
+}
+
+io_expect_eio() {
+	_ie_t0=$(date +%s)
+	_ie_rc=0
+	timeout -k 5 $(($4 + 10)) dd if=/dev/urandom of="$1" bs=4k count=1 seek="$2" oflag=direct \
+		2>/tmp/io_expect_eio.err || _ie_rc=$?
+	_ie_dt=$(($(date +%s) - _ie_t0))
+	if [ "$_ie_rc" = 0 ]; then
+		echo "io_expect_eio: write to $1 succeeded after $_ie_dt s" >&2
+		return 1
+	fi
+	if [ "$_ie_rc" = 124 ] || [ "$_ie_rc" = 137 ]; then
+		echo "io_expect_eio: write to $1 still hanging after $_ie_dt s" >&2
+		return 1
+	fi
+	grep -q 'Input/output error' /tmp/io_expect_eio.err || {
+		echo "io_expect_eio: write to $1 failed, but not with EIO: $(cat /tmp/io_expect_eio.err)" >&2
+		return 1
+	}
+	[ "$_ie_dt" -ge "$3" ] && [ "$_ie_dt" -le "$4" ] || {
+		echo "io_expect_eio: EIO after $_ie_dt s, expected after $3..$4 s" >&2
+		return 1
+	}
+	echo "io_expect_eio: EIO on $1 after $_ie_dt s"
+}
+
+vol_status() {
+	timeout 10 iser-attach list --json | jq -ce --arg n "$1" '.[] | select(.name == $n)'
+}
+
+vol_wait() {
+	_vw_end=$(($(date +%s) + $3))
+	while :; do
+		_vw_st=$(vol_status "$1" 2>/dev/null) && echo "$_vw_st" | jq -e "$2" >/dev/null 2>&1 && return 0
+		[ "$(date +%s)" -lt "$_vw_end" ] || break
+		sleep 0.5
+	done
+	echo "vol_wait: volume $1 not ($2) within $3 s; status: ${_vw_st:-none}" >&2
+	return 1
+}
+
+# dev_present DEV: the block device node exists and its disk has a size (a disconnected
+# /dev/nbdN keeps its node but has size 0).
+dev_present() {
+	[ -b "$1" ] || return 1
+	_dp=$(cat "/sys/block/${1#/dev/}/size" 2>/dev/null) || return 1
+	[ "${_dp:-0}" -gt 0 ]
+}
+
+vol_watch() {
+	set +e
+	while :; do
+		_vw_s=$(timeout 5 iser-attach list --json 2>/dev/null | jq -r --arg n "$1" \
+			'.[] | select(.name == $n) | "\(.state) \(.recoveries) \(.faults) \(.portal)"' 2>/dev/null)
+		_vw_p=present
+		dev_present "$2" || _vw_p=MISSING
+		echo "$(cut -d' ' -f1 /proc/uptime) ${_vw_s:-nostatus} $_vw_p" >>"$3"
+		sleep 0.5
+	done
+}
+
+vol_watch_start() {
+	: >"$3"
+	vol_watch "$@" &
+	VOL_WATCH_PID=$!
+}
+
+vol_watch_stop() {
+	kill "$VOL_WATCH_PID" 2>/dev/null
+	wait "$VOL_WATCH_PID" 2>/dev/null
+	return 0
+}
+
+vol_log_mark() {
+	if [ -f "/run/iser-attach/$1.log" ]; then wc -l <"/run/iser-attach/$1.log"; else echo 0; fi
+}
+
+vol_warns() {
+	_vl=/run/iser-attach/$1.log
+	tail -n +$(($2 + 1)) "$_vl" | jq -c 'select(.level == "warn" or .level == "error")' \
+		>/tmp/vol_warns.txt 2>/dev/null
+	sed "s/^/${3:-}/" /tmp/vol_warns.txt
+	grep -q '"level":"warn".*"error":"[^"]' /tmp/vol_warns.txt || {
+		echo "vol_warns: no warn line with a cause (error) in $_vl since line $2" >&2
+		return 1
+	}
+}
+
+lio_sessions() {
+	grep -c . "$LIO/iscsi/$1/tpgt_1/dynamic_sessions"
+}
+
+# survive_fault NAME DEV LABEL OFFSET SEED FAULT...: fio_fault_start on DEV (SURVIVE_SIZE,
+# default 32M, at OFFSET), 3 s later FAULT... runs (it returns once the fault has healed), and
+# then: fio was still running when the fault healed (so it spanned it), the volume's status
+# satisfies SURVIVE_COND (a jq condition, default: attached with more recoveries than before)
+# within 60 s, fio verified every write, the device node was there in every sample taken
+# during the fault, state "recovering" was seen (unless SURVIVE_STATE=0), the daemon logged a
+# warn line with the cause (unless SURVIVE_WARN=0) and, with SURVIVE_LIO_IQN, the LIO target
+# is left with one session (the old one was reinstated, not leaked). Counts FAULTS_SURVIVED.
+survive_fault() {
+	_sf_name=$1 _sf_dev=$2 _sf_label=$3 _sf_off=$4 _sf_seed=$5
+	shift 5
+	_sf_st=$(vol_status "$_sf_name") || {
+		echo "survive_fault: no status for volume $_sf_name" >&2
+		return 1
+	}
+	_sf_r0=$(echo "$_sf_st" | jq .recoveries)
+	_sf_pid0=$(echo "$_sf_st" | jq .pid)
+	_sf_cond=${SURVIVE_COND:-}
+	[ -n "$_sf_cond" ] || _sf_cond='.state == "attached" and .recoveries > $R0'
+	_sf_cond=$(echo "$_sf_cond" | sed "s/\$R0/$_sf_r0/g; s/\$PID0/$_sf_pid0/g")
+	_sf_mark=$(vol_log_mark "$_sf_name")
+	_sf_watch=$VMLAB_RESULTS/watch-$_sf_label.txt
+	echo "survive_fault $_sf_label: status before: $_sf_st"
+	fio_fault_start "$_sf_label" "$_sf_dev" "$_sf_off" "${SURVIVE_SIZE:-32M}" "$_sf_seed"
+	sleep 3
+	if ! kill -0 "$FIO_PID" 2>/dev/null; then
+		fio_fault_wait "$_sf_label"
+		echo "survive_fault $_sf_label: fio ended before the fault" >&2
+		return 1
+	fi
+	vol_watch_start "$_sf_name" "$_sf_dev" "$_sf_watch"
+	_sf_t0=$(date +%s)
+	if ! "$@"; then
+		vol_watch_stop
+		echo "survive_fault $_sf_label: the fault '$*' failed" >&2
+		return 1
+	fi
+	if ! kill -0 "$FIO_PID" 2>/dev/null; then
+		vol_watch_stop
+		fio_fault_wait "$_sf_label"
+		echo "survive_fault $_sf_label: fio ended before the fault healed: it did not stall I/O" >&2
+		return 1
+	fi
+	if ! vol_wait "$_sf_name" "$_sf_cond" 60; then
+		vol_watch_stop
+		tail -n 8 "$_sf_watch" | sed 's/^/  watch: /' >&2
+		return 1
+	fi
+	echo "survive_fault $_sf_label: recovered $(($(date +%s) - _sf_t0)) s after the fault began"
+	if ! fio_fault_wait "$_sf_label"; then
+		vol_watch_stop
+		return 1
+	fi
+	vol_watch_stop
+	echo "survive_fault $_sf_label: status after: $(vol_status "$_sf_name")"
+	echo "survive_fault $_sf_label: states seen: $(awk '{print $2}' "$_sf_watch" | uniq | tr '\n' ' ')"
+	if grep -q MISSING "$_sf_watch"; then
+		echo "survive_fault $_sf_label: $_sf_dev vanished during the fault:" >&2
+		grep -m 3 MISSING "$_sf_watch" >&2
+		return 1
+	fi
+	if [ "${SURVIVE_STATE:-1}" = 1 ] && ! grep -q ' recovering ' "$_sf_watch"; then
+		echo "survive_fault $_sf_label: state \"recovering\" never seen during the fault" >&2
+		return 1
+	fi
+	if [ "${SURVIVE_WARN:-1}" = 1 ]; then
+		vol_warns "$_sf_name" "$_sf_mark" "  $_sf_label log: " || return 1
+	fi
+	if [ -n "${SURVIVE_LIO_IQN:-}" ] && ! wait_for 15 sh -c '[ "$(grep -c . "$0")" = 1 ]' \
+		"$LIO/iscsi/$SURVIVE_LIO_IQN/tpgt_1/dynamic_sessions"; then
+		echo "survive_fault $_sf_label: LIO has $(lio_sessions "$SURVIVE_LIO_IQN") sessions, not 1" >&2
+		return 1
+	fi
+	FAULTS_SURVIVED=$((${FAULTS_SURVIVED:-0} + 1))
+	echo "survive_fault $_sf_label: survived (faults survived so far: $FAULTS_SURVIVED)"
+}
+
+recovery_cleanup() {
+	set +e # an EXIT trap: never fail here, keep the test's own exit status
+	[ -z "${VOL_WATCH_PID:-}" ] || kill "$VOL_WATCH_PID" 2>/dev/null
+	[ -z "${FIO_PID:-}" ] || kill "$FIO_PID" 2>/dev/null
+	for _rc_n in "$@"; do
+		_rc_pid=$(vol_status "$_rc_n" 2>/dev/null | jq -r .pid 2>/dev/null)
+		[ -n "$_rc_pid" ] || continue
+		timeout 30 iser-attach detach --force "$_rc_n" >/dev/null 2>&1 || kill -9 "$_rc_pid" 2>/dev/null
+	done
+	cp /run/iser-attach/*.log "$VMLAB_RESULTS/" 2>/dev/null
+	echo "faults survived: ${FAULTS_SURVIVED:-0}"
 }
