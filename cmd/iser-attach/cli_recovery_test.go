@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -53,44 +51,7 @@ func logMessages(log, msg string) []map[string]any {
 // flags and returns the NBD URI and the log it writes to stderr.
 func serveJSON(t *testing.T, srv *tgttest.Server, extra ...string) (string, *lockedBuffer) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "nbd.sock")
-	args := append([]string{"--initiator-name", initiatorIQN, "--log-format=json", "serve", "--portal", srv.Portal(),
-		"--target", srv.IQN(), "--lun", "1", "--transport", "tcp", "--listen", "unix:" + sock}, extra...)
-	cmd := exec.Command(binary, args...)
-	logs := &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("serve exited with %v:\n%s", err, logs.String())
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("serve did not exit on SIGINT:\n%s", logs.String())
-		}
-		if t.Failed() {
-			t.Logf("serve log:\n%s", logs.String())
-		}
-	})
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			return "nbd+unix:///?socket=" + sock, logs
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("serve exited: %v\n%s", err, logs.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no socket after 10 s:\n%s", logs.String())
-	return "", nil
+	return startServe(t, srv, []string{"--log-format=json"}, "1", extra...)
 }
 
 // TestServeSurvivesTargetFaultsUnderFio runs fio's verifying random writer

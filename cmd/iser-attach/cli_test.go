@@ -169,11 +169,22 @@ func TestCLIErrors(t *testing.T) {
 // serve starts `iser-attach serve` and returns the NBD URI.
 func serve(t *testing.T, srv *tgttest.Server, lun string) string {
 	t.Helper()
+	uri, _ := startServe(t, srv, nil, lun)
+	return uri
+}
+
+// startServe starts `iser-attach [global...] serve` for LUN lun of srv over
+// TCP with extra serve flags; it returns the NBD URI once the socket exists
+// and the process's stderr. Cleanup stops it with SIGINT and fails the test
+// unless it exits 0.
+func startServe(t *testing.T, srv *tgttest.Server, global []string, lun string, extra ...string) (string, *lockedBuffer) {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "nbd.sock")
-	cmd := exec.Command(binary, "--initiator-name", initiatorIQN, "serve", "--portal", srv.Portal(),
+	args := append(append([]string{"--initiator-name", initiatorIQN}, global...), "serve", "--portal", srv.Portal(),
 		"--target", srv.IQN(), "--lun", lun, "--transport", "tcp", "--listen", "unix:"+sock)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
+	cmd := exec.Command(binary, append(args, extra...)...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,25 +195,28 @@ func serve(t *testing.T, srv *tgttest.Server, lun string) string {
 		select {
 		case err := <-exited:
 			if err != nil {
-				t.Errorf("serve exited with %v:\n%s", err, errb.String())
+				t.Errorf("serve exited with %v:\n%s", err, logs.String())
 			}
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
-			t.Errorf("serve did not exit on SIGINT:\n%s", errb.String())
+			t.Errorf("serve did not exit on SIGINT:\n%s", logs.String())
+		}
+		if t.Failed() {
+			t.Logf("serve log:\n%s", logs.String())
 		}
 	})
 	for i := 0; i < 100; i++ {
 		if _, err := os.Stat(sock); err == nil {
-			return "nbd+unix:///?socket=" + sock
+			return "nbd+unix:///?socket=" + sock, logs
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("serve exited: %v\n%s", err, errb.String())
+			t.Fatalf("serve exited: %v\n%s", err, logs.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	t.Fatalf("no socket after 10 s:\n%s", errb.String())
-	return ""
+	t.Fatalf("no socket after 10 s:\n%s", logs.String())
+	return "", nil
 }
 
 func sh(t *testing.T, name string, args ...string) string {
