@@ -78,9 +78,6 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 // Info returns what OpenLUN found.
 func (l *LUN) Info() LUNInfo { return l.info }
 
-// Executor returns the session or nexus the LUN runs on.
-func (l *LUN) Executor() Executor { return l.s }
-
 // exec runs one command and turns its status into an error, retrying
 // retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL) with a short backoff.
 func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Result, error) {

@@ -231,7 +231,7 @@ func (n *Nexus) TargetName() string { return n.cfg.Session.TargetName }
 // ISID is the initiator session ID every session of the nexus uses.
 func (n *Nexus) ISID() ISID { return n.cfg.Session.ISID }
 
-// markDown moves the nexus from up to recovering when s, its current
+// markDownLocked moves the nexus from up to recovering when s, its current
 // session, has ended. It is idempotent.
 func (n *Nexus) markDownLocked(s *Session) {
 	if n.s != s || n.state != NexusUp {
@@ -441,16 +441,10 @@ func (n *Nexus) Close() error {
 		}
 		n.state = NexusClosed
 		n.up.Store(nil)
-		s := n.s
 		n.mu.Unlock()
 		close(n.closed)
-		n.wg.Wait()
-		n.mu.Lock()
-		if n.s != s {
-			s = n.s
-		}
-		n.mu.Unlock()
-		err = s.Close()
+		n.wg.Wait() // the monitor may have installed a new session meanwhile
+		err = n.Session().Close()
 		n.ioMu.Lock()
 		mem := n.ioMem
 		n.ioMem = nil
