@@ -75,8 +75,8 @@ const (
 // per command (queue depth + spare). A command's read buffer is advertised
 // with the data region's rkey (the target RDMA-WRITEs into it), a write
 // buffer likewise (the target RDMA-READs from it). Callers' buffers outside
-// registered memory are bounced through a slot; buffers from
-// AllocIOBuffers go without a copy.
+// registered memory are bounced through a slot; buffers in memory given to
+// RegisterIOBuffers (a Nexus's I/O buffers) go without a copy.
 //
 // Goroutines: a poller, started by NewISERDatamover, owns the completion
 // queue: it frees send slots, turns receives into PDUs for Recv and
@@ -86,7 +86,7 @@ type ISERDatamover struct {
 	conn  RDMAConn
 	ctrl  RDMAMemory
 	data  RDMAMemory
-	extra []RDMAMemory // regions handed out by AllocIOBuffers
+	extra []RDMAMemory // caller memory from RegisterIOBuffers
 	nRecv int
 	nSend int
 	slot  int // data slot size
@@ -326,7 +326,7 @@ func (d *ISERDatamover) Kick() error {
 }
 
 // registered finds the region b lies in (the data region or one from
-// AllocIOBuffers) and b's offset there; nil when b is plain memory.
+// RegisterIOBuffers) and b's offset there; nil when b is plain memory.
 func (d *ISERDatamover) registered(b []byte) (RDMAMemory, int) {
 	if len(b) == 0 {
 		return nil, 0
@@ -340,29 +340,6 @@ func (d *ISERDatamover) registered(b []byte) (RDMAMemory, int) {
 		}
 	}
 	return nil, 0
-}
-
-// AllocIOBuffers registers count buffers of size bytes in a region of their
-// own and returns them: a frontend that reads and writes through them (ublk)
-// moves data to and from the target without a copy. They stay valid until
-// Close; the frontend must be gone by then.
-func (d *ISERDatamover) AllocIOBuffers(count, size int) ([][]byte, error) {
-	if count <= 0 || size <= 0 || size > d.slot {
-		return nil, fmt.Errorf("iser: %d I/O buffers of %d bytes", count, size)
-	}
-	size = (size + 4095) &^ 4095
-	m, err := d.conn.RegisterMemory(count * size)
-	if err != nil {
-		return nil, fmt.Errorf("iser: register %d I/O buffers: %w", count, err)
-	}
-	d.mu.Lock()
-	d.extra = append(d.extra, m)
-	d.mu.Unlock()
-	bufs := make([][]byte, count)
-	for i := range bufs {
-		bufs[i] = m.Bytes()[i*size : (i+1)*size : (i+1)*size]
-	}
-	return bufs, nil
 }
 
 // RegisterIOBuffers registers memory the caller owns (page-aligned, from

@@ -64,10 +64,11 @@ func TestISERReadWriteSizes(t *testing.T) {
 	const blocks = 8192 // 4 MiB
 	s, dm, fc := iserSession(t, blocks)
 	ctx := ctx5(t)
-	bufs, err := dm.AllocIOBuffers(2, initiator.MaxTransfer)
-	if err != nil {
+	mem := make([]byte, 2*initiator.MaxTransfer)
+	if err := dm.RegisterIOBuffers(mem); err != nil {
 		t.Fatal(err)
 	}
+	bufs := [][]byte{mem[:initiator.MaxTransfer], mem[initiator.MaxTransfer:]}
 	sizes := []int{1, 2, 7, 8, 16, 17, 64, 255, 256, 1024} // blocks
 	for i, nb := range sizes {
 		for _, zeroCopy := range []bool{false, true} {
@@ -100,7 +101,7 @@ func TestISERReadWriteSizes(t *testing.T) {
 	if fc.Target().Immediate == 0 {
 		t.Fatal("no immediate data was sent")
 	}
-	// Regions: control 0x9001, bounce slots 0x9002, AllocIOBuffers 0x9003.
+	// Regions: control 0x9001, bounce slots 0x9002, RegisterIOBuffers 0x9003.
 	uses := fc.RKeyUses()
 	if uses[0x9003] == 0 || uses[0x9002] == 0 || uses[0x9001] != 0 {
 		t.Fatalf("RDMA accesses per rkey %v: want both bounce and zero-copy, never the control region", uses)

@@ -625,13 +625,7 @@ func (s *Session) TargetName() string { return s.cfg.TargetName }
 // RemoteAddr is the portal address of the connection.
 func (s *Session) RemoteAddr() string { return s.dm.RemoteAddr() }
 
-// IOBuffers returns count buffers of size bytes that the datamover moves
-// without a copy (iSER: registered memory), or nil when it has none (TCP).
-func (s *Session) IOBuffers(count, size int) ([][]byte, error) {
-	if a, ok := s.dm.(interface {
-		AllocIOBuffers(count, size int) ([][]byte, error)
-	}); ok {
-		return a.AllocIOBuffers(count, size)
-	}
-	return nil, nil
-}
+// IOBuffers returns nil: a Session has no buffers of its own that would
+// outlive its connection. Zero-copy buffers come from a Nexus, which
+// registers them with every connection it makes.
+func (s *Session) IOBuffers(count, size int) ([][]byte, error) { return nil, nil }
