@@ -53,9 +53,10 @@ func (e *SenseError) Error() string {
 // not run the command. Retrying runs it.
 func (e *SenseError) UnitAttention() bool { return e.Key == KeyUnitAttention }
 
-// Recovered reports whether the sense key is RECOVERED ERROR: the command
-// completed, after recovery the target thought worth reporting. Linux
-// completes such commands as successful.
+// Recovered reports whether the sense key is RECOVERED ERROR. CheckStatus
+// already returns nil for a current RECOVERED ERROR under CHECK CONDITION,
+// so a *SenseError it returns with this key is a deferred one (the command
+// was not run) or came with another status.
 func (e *SenseError) Recovered() bool { return e.Key == KeyRecoveredError }
 
 // Retryable reports whether repeating the command can succeed, following

@@ -114,11 +114,15 @@ func (e *StatusError) Errno() syscall.Errno { return e.Status.errno() }
 // error. It returns nil when status.Good(). Otherwise, when sense holds
 // sense data, it returns a *SenseError whose Raw is a copy of sense; when
 // sense is empty, a *StatusError. When sense is present but unreadable the
-// error wraps both the *StatusError and the parse error.
+// error wraps both the *StatusError and the parse error: a CHECK CONDITION
+// is never success unless its sense data says so.
 //
-// A CHECK CONDITION with sense key RECOVERED ERROR still yields a
-// *SenseError; Linux completes such commands as successful, and callers
-// that want the same test SenseError.Recovered.
+// A CHECK CONDITION with current (not deferred) sense data whose key is
+// RECOVERED ERROR also returns nil: the command completed, after recovery
+// the target thought worth reporting, and Linux completes it as successful.
+// Whether its data moved is for the caller to check from the residual, as
+// for GOOD. A deferred RECOVERED ERROR belongs to an earlier command and
+// means this one was not run, so it stays an error.
 func CheckStatus(status Status, sense []byte) error {
 	if status.Good() {
 		return nil
@@ -129,6 +133,9 @@ func CheckStatus(status Status, sense []byte) error {
 	s, err := ParseSense(sense)
 	if err != nil {
 		return fmt.Errorf("check status: %w; %w", &StatusError{Status: status}, err)
+	}
+	if status == StatusCheckCondition && s.Key == KeyRecoveredError && !s.Deferred() {
+		return nil
 	}
 	return s.err(status, sense)
 }

@@ -95,3 +95,50 @@ func TestStatusError(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckStatusSuccessOrNot lists which status and sense combinations
+// count as a completed command. A CHECK CONDITION is success only with
+// current RECOVERED ERROR sense; missing or unreadable sense is an error.
+func TestCheckStatusSuccessOrNot(t *testing.T) {
+	recovered := h(t, "70 00 01 00 00 00 00 0a 00 00 00 00 17 01 00 00 00 00")         // recovered data with retries
+	recoveredDesc := h(t, "72 01 17 01 00 00 00 00")                                   // same, descriptor format
+	recoveredShort := h(t, "70 00 01")                                                 // truncated after the key
+	deferredRecovered := h(t, "71 00 01 00 00 00 00 0a 00 00 00 00 17 01 00 00 00 00") // an earlier command's
+	medium := h(t, "70 00 03 00 00 00 00 0a 00 00 00 00 11 00 00 00 00 00")
+	noSense := h(t, "70 00 00 00 00 00 00 0a 00 00 00 00 00 00 00 00 00 00")
+	tests := []struct {
+		name   string
+		status Status
+		sense  []byte
+		ok     bool
+	}{
+		{"good", StatusGood, nil, true},
+		{"condition met", StatusConditionMet, nil, true},
+		{"recovered error", StatusCheckCondition, recovered, true},
+		{"recovered error, descriptor format", StatusCheckCondition, recoveredDesc, true},
+		{"recovered error, truncated sense", StatusCheckCondition, recoveredShort, true},
+		{"deferred recovered error", StatusCheckCondition, deferredRecovered, false},
+		{"recovered error sense with BUSY", StatusBusy, recovered, false},
+		{"check condition without sense", StatusCheckCondition, nil, false},
+		{"check condition, empty sense", StatusCheckCondition, []byte{}, false},
+		{"check condition, unknown response code", StatusCheckCondition, h(t, "7f 00 01 00"), false},
+		{"check condition, sense ends before the key", StatusCheckCondition, h(t, "70 00"), false},
+		{"check condition, descriptor sense of one byte", StatusCheckCondition, h(t, "72"), false},
+		{"check condition, all-zero sense", StatusCheckCondition, make([]byte, 18), false},
+		{"check condition, NO SENSE", StatusCheckCondition, noSense, false},
+		{"medium error", StatusCheckCondition, medium, false},
+		{"reservation conflict", StatusReservationConflict, nil, false},
+		{"task aborted", StatusTaskAborted, nil, false},
+	}
+	for _, tt := range tests {
+		err := CheckStatus(tt.status, tt.sense)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: CheckStatus = %v, want success %v", tt.name, err, tt.ok)
+			continue
+		}
+		var e Error
+		if !tt.ok && !errors.As(err, &e) {
+			t.Errorf("%s: %v is not a scsi.Error", tt.name, err)
+		}
+	}
+}
