@@ -39,7 +39,11 @@ type TCPDatamover struct {
 // tcpTaskState is the TCP datamover's per-task data state.
 type tcpTaskState struct {
 	expDataSN uint32
-	cmd       SCSICommand
+	// nextOffset is where the next Data-In must start: the bytes received
+	// so far, since DataPDUInOrder and DataSequenceInOrder are Yes (we
+	// offer Yes and both keys are ORed, so the target cannot say No).
+	nextOffset uint32
+	cmd        SCSICommand
 }
 
 // DialTCP connects to an iSCSI portal (host:port) over TCP.
@@ -391,7 +395,15 @@ func (d *TCPDatamover) recvDataIn(p *PDU, dlen int, dd bool) (*PDU, error) {
 	if di.DataSN != st.expDataSN {
 		return nil, protoErr(OpDataIn, "ITT 0x%x: DataSN %d, expected %d", di.ITT, di.DataSN, st.expDataSN)
 	}
+	if di.BufferOffset != st.nextOffset && dlen > 0 {
+		// In-order data leaves no gap and no overlap; a segment elsewhere
+		// would leave stale bytes in the buffer while the count adds up.
+		// (An empty segment, status only, places nothing.)
+		return nil, protoErr(OpDataIn, "ITT 0x%x: Data-In at offset %d, expected %d (in-order data)",
+			di.ITT, di.BufferOffset, st.nextOffset)
+	}
 	st.expDataSN++
+	st.nextOffset += uint32(dlen)
 	t.mu.Lock()
 	if t.done {
 		t.mu.Unlock()
