@@ -27,7 +27,9 @@ type Result struct {
 	// expected transfer did not move; Overflow means the target had more.
 	Residual            uint32
 	Underflow, Overflow bool
-	// Response is the iSCSI response code (0: command completed at target).
+	// Response is the iSCSI response code; always 0 (command completed at
+	// target) in a Result that Do returns, which fails any other with a
+	// *ResponseError.
 	Response uint8
 }
 
@@ -43,7 +45,8 @@ func (r *Result) Transferred(expected int) int {
 const abortTimeout = 10 * time.Second
 
 // Do runs a SCSI command and waits for its status. The returned error
-// covers transport and protocol failures only; SCSI status is in Result.
+// covers transport and protocol failures, and a target that did not
+// complete the command (*ResponseError); SCSI status is in Result.
 // When ctx ends first the task is aborted (ABORT TASK) and ctx's error
 // returned; the buffers are not touched after Do returns.
 func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
@@ -95,6 +98,9 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	if err != nil {
 		s.fail(err)
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	}
+	if r.Response != RespCommandCompleted {
+		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", c.CDB[0], t.ITT, &ResponseError{Response: r.Response})
 	}
 	if t.DataCounted && r.Status == 0 && len(c.Read) > 0 {
 		if want := r.Transferred(len(c.Read)); int(t.Received) != want {
@@ -148,4 +154,21 @@ func decodeStatus(p *PDU) (*Result, error) {
 		return res, nil
 	}
 	return nil, protoErr(p.BHS.Opcode(), "not a status PDU")
+}
+
+// ResponseError is a SCSI Response whose iSCSI Response field is not
+// Command Completed at Target (RFC 7143 11.4.3): the target failed the
+// command, and its status and sense data are not valid. The session is
+// still sound, so it stays up and the command is not reissued on another
+// one; as Linux does for DID_ERROR, the LUN retries it a few times.
+type ResponseError struct {
+	Response uint8 // the iSCSI Response code, e.g. RespTargetFailure
+}
+
+// Error names the response code.
+func (e *ResponseError) Error() string {
+	if e.Response == RespTargetFailure {
+		return "iscsi response 0x01: target failure"
+	}
+	return fmt.Sprintf("iscsi response 0x%02x: command not completed at target", e.Response)
 }

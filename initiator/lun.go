@@ -79,11 +79,24 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 func (l *LUN) Info() LUNInfo { return l.info }
 
 // exec runs one command and turns its status into an error, retrying
-// retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL) with a short backoff.
+// retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL, a target
+// failure in the iSCSI Response) with a short backoff. It returns a Result
+// only for a command that completed: GOOD, or CHECK CONDITION with a
+// current RECOVERED ERROR (see scsi.CheckStatus).
 func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Result, error) {
 	var last error
 	for attempt := 0; attempt <= l.retries; attempt++ {
 		r, err := l.s.Do(ctx, &Command{LUN: l.lun, CDB: cdb.Bytes(), Read: read, Write: write})
+		var re *ResponseError
+		if errors.As(err, &re) && ctx.Err() == nil {
+			// The target failed the command but the session is sound:
+			// try again, as Linux retries DID_ERROR.
+			last = fmt.Errorf("%s: %w", cdb.Opcode(), err)
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
+			}
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
 		}
@@ -92,21 +105,29 @@ func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Resu
 			return r, nil
 		}
 		last = fmt.Errorf("%s: %w", cdb.Opcode(), err)
-		var re interface{ Retryable() bool }
-		if !errors.As(err, &re) || !re.Retryable() {
-			return r, last
+		var se scsi.Error
+		if !errors.As(err, &se) || !se.Retryable() {
+			return nil, last
 		}
-		var se *scsi.SenseError
-		if !errors.As(err, &se) || !se.UnitAttention() {
+		var sense *scsi.SenseError
+		if !errors.As(err, &sense) || !sense.UnitAttention() {
 			// BUSY, TASK SET FULL, becoming ready: back off a little.
-			select {
-			case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
 			}
 		}
 	}
 	return nil, last
+}
+
+// backoff waits a little longer on each attempt, or until ctx ends.
+func backoff(ctx context.Context, attempt int) error {
+	select {
+	case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // transfer runs a read or write that must move all of its bytes.
@@ -132,9 +153,16 @@ func (e *ioError) Error() string        { return e.err.Error() }
 func (e *ioError) Unwrap() error        { return e.err }
 func (e *ioError) Errno() syscall.Errno { return e.errno }
 
+// errnoError is an error that knows the errno a block frontend reports
+// for it: *ioError, and the scsi.Error types.
+type errnoError interface {
+	error
+	Errno() syscall.Errno
+}
+
 // ioErr keeps the sense-derived errno and makes everything else EIO.
 func ioErr(err error) error {
-	var en interface{ Errno() syscall.Errno }
+	var en errnoError
 	if errors.As(err, &en) {
 		return err
 	}

@@ -1,0 +1,228 @@
+package initiator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
+)
+
+// Tests of how the LUN turns a command's outcome (iSCSI Response, SCSI
+// status, sense data, Data-In) into success or an errno.
+
+const (
+	diskBlocks    = 2048
+	diskBlockSize = 512
+)
+
+// diskIO answers a READ(10), WRITE(10) or SYNCHRONIZE CACHE(10) sent to the
+// fake disk; data is the write's immediate data.
+type diskIO func(tg *iscsitest.Target, c *initiator.SCSICommand, data []byte) []iscsitest.Reply
+
+// fakeDisk answers what OpenLUN sends for a 1 MiB LUN of 512-byte blocks
+// (no VPD pages, no mode pages) and hands reads, writes and flushes to rw.
+func fakeDisk(t *testing.T, rw diskIO) iscsitest.Handler {
+	return withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != initiator.OpSCSICommand {
+			return tg.Good(req)
+		}
+		tg.Ack(req)
+		var c initiator.SCSICommand
+		if err := c.Unmarshal(&req.BHS); err != nil {
+			t.Errorf("fake disk: %v", err)
+			return nil
+		}
+		switch c.CDB[0] {
+		case 0x00: // TEST UNIT READY
+			return statusReply(tg, &c, scsi.StatusGood, nil)
+		case 0x12: // INQUIRY
+			if c.CDB[1]&0x01 != 0 { // EVPD: no pages
+				return statusReply(tg, &c, scsi.StatusCheckCondition, illegalRequest())
+			}
+			inq := scsi.InquiryData{Version: 6, ResponseDataFormat: 2, CmdQue: true,
+				Vendor: "TEST", Product: "DISK", Revision: "1"}
+			return dataInGood(tg, &c, inq.Marshal())
+		case 0x9e: // READ CAPACITY(16)
+			rc := scsi.Capacity16{LastLBA: diskBlocks - 1, BlockLength: diskBlockSize}
+			return dataInGood(tg, &c, rc.Marshal())
+		case 0x28, 0x2a, 0x35: // READ(10), WRITE(10), SYNCHRONIZE CACHE(10)
+			if c.Write && len(req.Data) != int(c.ExpectedDataTransferLength) {
+				t.Errorf("fake disk: write of %d bytes came with %d bytes of immediate data",
+					c.ExpectedDataTransferLength, len(req.Data))
+			}
+			return rw(tg, &c, req.Data)
+		}
+		return statusReply(tg, &c, scsi.StatusCheckCondition, illegalRequest())
+	})
+}
+
+func illegalRequest() []byte {
+	s := scsi.Sense{ResponseCode: scsi.SenseFixedCurrent, Key: scsi.KeyIllegalRequest, ASC: 0x20}
+	return s.Marshal()
+}
+
+// senseSegment is a SCSI Response data segment holding sense.
+func senseSegment(sense []byte) []byte {
+	if sense == nil {
+		return nil
+	}
+	return append(binary.BigEndian.AppendUint16(nil, uint16(len(sense))), sense...)
+}
+
+// statusReply is a SCSI Response with status and sense; a read's data did
+// not move unless the caller sent it before.
+func statusReply(tg *iscsitest.Target, c *initiator.SCSICommand, st scsi.Status, sense []byte) []iscsitest.Reply {
+	r := initiator.SCSIResponse{ITT: c.ITT, Status: uint8(st), TargetSNs: tg.SNs(true)}
+	return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, senseSegment(sense))}}
+}
+
+// dataInGood sends data in one Data-In with GOOD status, residual set for
+// the part of the expected length it does not cover.
+func dataInGood(tg *iscsitest.Target, c *initiator.SCSICommand, data []byte) []iscsitest.Reply {
+	data = data[:min(len(data), int(c.ExpectedDataTransferLength))]
+	d := initiator.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
+	if n := int(c.ExpectedDataTransferLength) - len(data); n > 0 {
+		d.Underflow, d.ResidualCount = true, uint32(n)
+	}
+	return []iscsitest.Reply{{PDU: initiator.NewPDU(&d, data)}}
+}
+
+// dataInNoStatus sends data as one Data-In without status.
+func dataInNoStatus(c *initiator.SCSICommand, data []byte) iscsitest.Reply {
+	d := initiator.DataIn{Final: true, ITT: c.ITT, TTT: 0xffffffff}
+	return iscsitest.Reply{PDU: initiator.NewPDU(&d, data)}
+}
+
+func openFakeDisk(t *testing.T, rw diskIO) (*initiator.Session, *iscsitest.Target, *initiator.LUN) {
+	t.Helper()
+	s, tg, err := loginTo(t, fakeDisk(t, rw), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := initiator.OpenLUN(ctx5(t), s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tg, l
+}
+
+// errnoer is an error that carries the errno a block frontend reports.
+type errnoer interface{ Errno() syscall.Errno }
+
+// errnoOf is the errno a block frontend reports for err, 0 for none.
+func errnoOf(err error) syscall.Errno {
+	var e errnoer
+	if errors.As(err, &e) {
+		return e.Errno()
+	}
+	return 0
+}
+
+// lunOp is one of the LUN calls whose outcome the tests check.
+type lunOp struct {
+	name string
+	op   byte
+	run  func(ctx context.Context, l *initiator.LUN) error
+}
+
+var lunOps = []lunOp{
+	{"write", 0x2a, func(ctx context.Context, l *initiator.LUN) error {
+		return l.WriteAt(ctx, bytes.Repeat([]byte{0xa5}, 4096), 8192, false)
+	}},
+	{"read", 0x28, func(ctx context.Context, l *initiator.LUN) error {
+		return l.ReadAt(ctx, make([]byte, 4096), 8192)
+	}},
+	{"flush", 0x35, func(ctx context.Context, l *initiator.LUN) error { return l.Flush(ctx) }},
+}
+
+func countOps(tg []*initiator.PDU, op byte) int {
+	n := 0
+	for _, p := range tg {
+		if p.BHS.Opcode() == initiator.OpSCSICommand {
+			var c initiator.SCSICommand
+			if c.Unmarshal(&p.BHS) == nil && c.CDB[0] == op {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// A SCSI Response whose iSCSI Response is Target Failure fails the command
+// with EIO even though its status byte reads GOOD (status is not valid
+// then). The LUN retries it; the session stays up and serves the next
+// command.
+func TestLUNTargetFailureIsEIO(t *testing.T) {
+	for _, op := range lunOps {
+		t.Run(op.name, func(t *testing.T) {
+			var fail atomic.Bool
+			fail.Store(true)
+			s, tg, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, _ []byte) []iscsitest.Reply {
+				var out []iscsitest.Reply
+				if c.Read {
+					// All the data arrives, then the target says it failed.
+					out = append(out, dataInNoStatus(c, make([]byte, c.ExpectedDataTransferLength)))
+				}
+				r := initiator.SCSIResponse{ITT: c.ITT, Status: 0, TargetSNs: tg.SNs(true)}
+				if fail.Load() {
+					r.Response = initiator.RespTargetFailure
+				}
+				return append(out, iscsitest.Reply{PDU: initiator.NewPDU(&r, nil)})
+			})
+			err := op.run(ctx5(t), l)
+			if err == nil {
+				t.Fatal("target failure reported as success")
+			}
+			var re *initiator.ResponseError
+			if !errors.As(err, &re) || re.Response != initiator.RespTargetFailure {
+				t.Errorf("error %v does not carry the iSCSI response", err)
+			}
+			if e := errnoOf(err); e != syscall.EIO {
+				t.Errorf("errno %v (%v), want EIO", e, err)
+			}
+			if n := countOps(tg.Seen(), op.op); n < 2 {
+				t.Errorf("command sent %d times, want retries", n)
+			}
+			if s.Err() != nil {
+				t.Fatalf("session failed: %v", s.Err())
+			}
+			fail.Store(false)
+			if err := op.run(ctx5(t), l); err != nil {
+				t.Fatalf("after the target recovered: %v", err)
+			}
+		})
+	}
+}
+
+// A target failure is not a transport failure: the Nexus returns it
+// without logging in again or reissuing the command on another session.
+func TestNexusDoesNotReissueTargetFailure(t *testing.T) {
+	var cmds atomic.Int32
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+			if req.BHS.Opcode() != initiator.OpSCSICommand {
+				return tg.Good(req)
+			}
+			cmds.Add(1)
+			tg.Ack(req)
+			r := initiator.SCSIResponse{ITT: req.BHS.ITT(), Response: initiator.RespTargetFailure, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, nil)}}
+		}
+	}}
+	nx := dialNexus(t, f, nil)
+	r, err := nx.Do(ctx5(t), write10(make([]byte, 1024)))
+	var re *initiator.ResponseError
+	if !errors.As(err, &re) || r != nil {
+		t.Fatalf("Do = %+v, %v; want a *ResponseError", r, err)
+	}
+	if n := len(f.conns()); n != 1 || cmds.Load() != 1 {
+		t.Fatalf("%d connections, %d commands; want the one command on the one session", n, cmds.Load())
+	}
+}
