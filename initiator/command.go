@@ -102,10 +102,8 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	if r.Response != RespCommandCompleted {
 		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", c.CDB[0], t.ITT, &ResponseError{Response: r.Response})
 	}
-	if t.DataCounted && r.Status == 0 && len(c.Read) > 0 {
-		if want := r.Transferred(len(c.Read)); int(t.Received) != want {
-			err := protoErr(resp.BHS.Opcode(), "ITT 0x%x: %d bytes of Data-In for a %d-byte transfer",
-				t.ITT, t.Received, want)
+	if t.DataCounted && len(c.Read) > 0 {
+		if err := r.checkReceived(resp.BHS.Opcode(), t, len(c.Read)); err != nil {
 			s.fail(err)
 			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 		}
@@ -171,4 +169,24 @@ func (e *ResponseError) Error() string {
 		return "iscsi response 0x01: target failure"
 	}
 	return fmt.Sprintf("iscsi response 0x%02x: command not completed at target", e.Response)
+}
+
+// checkReceived compares the Data-In bytes placed for a read of expected
+// bytes with what the status says moved. With GOOD status a difference is
+// a protocol error. With another status the target may have stopped early
+// without saying so in the residual; the Result is then made to claim no
+// more than arrived, so that a caller accepting the status (a RECOVERED
+// ERROR) sees a short transfer rather than stale buffer bytes.
+func (r *Result) checkReceived(op Opcode, t *Task, expected int) error {
+	want := r.Transferred(expected)
+	got := int(t.Received)
+	switch {
+	case got == want:
+		return nil
+	case r.Status == 0:
+		return protoErr(op, "ITT 0x%x: %d bytes of Data-In for a %d-byte transfer", t.ITT, got, want)
+	case got < want:
+		r.Underflow, r.Overflow, r.Residual = true, false, uint32(expected-got)
+	}
+	return nil
 }

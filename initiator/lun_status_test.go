@@ -226,3 +226,103 @@ func TestNexusDoesNotReissueTargetFailure(t *testing.T) {
 		t.Fatalf("%d connections, %d commands; want the one command on the one session", n, cmds.Load())
 	}
 }
+
+// CHECK CONDITION with a current RECOVERED ERROR is a completed command:
+// reads, writes and flushes succeed, and a read returns its data.
+func TestLUNRecoveredErrorIsSuccess(t *testing.T) {
+	recovered := scsi.Sense{ResponseCode: scsi.SenseFixedCurrent, Key: scsi.KeyRecoveredError, ASC: 0x17, ASCQ: 0x01}
+	want := bytes.Repeat([]byte("recovered data. "), 4096/16)
+	var written []byte
+	_, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, data []byte) []iscsitest.Reply {
+		var out []iscsitest.Reply
+		if c.Read {
+			out = append(out, dataInNoStatus(c, want))
+		}
+		if c.Write {
+			written = append([]byte(nil), data...)
+		}
+		return append(out, statusReply(tg, c, scsi.StatusCheckCondition, recovered.Marshal())...)
+	})
+	for _, op := range lunOps {
+		if err := op.run(ctx5(t), l); err != nil {
+			t.Errorf("%s with RECOVERED ERROR: %v", op.name, err)
+		}
+	}
+	if !bytes.Equal(written, bytes.Repeat([]byte{0xa5}, 4096)) {
+		t.Error("target did not get the write")
+	}
+	got := make([]byte, len(want))
+	if err := l.ReadAt(ctx5(t), got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("read with RECOVERED ERROR: %v, data equal %v", err, bytes.Equal(got, want))
+	}
+}
+
+// RECOVERED ERROR does not excuse missing data: a read whose Data-In
+// covers half the buffer fails even though the target claims no residual,
+// and a deferred RECOVERED ERROR (this command was not run) is an error.
+func TestLUNRecoveredErrorStillChecksData(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sense scsi.Sense
+		data  int
+	}{
+		{"half the data", scsi.Sense{ResponseCode: scsi.SenseFixedCurrent, Key: scsi.KeyRecoveredError}, 2048},
+		{"no data", scsi.Sense{ResponseCode: scsi.SenseDescriptorCurrent, Key: scsi.KeyRecoveredError}, 0},
+		{"deferred", scsi.Sense{ResponseCode: scsi.SenseFixedDeferred, Key: scsi.KeyRecoveredError}, 4096},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, _ []byte) []iscsitest.Reply {
+				var out []iscsitest.Reply
+				if tc.data > 0 {
+					out = append(out, dataInNoStatus(c, bytes.Repeat([]byte{1}, tc.data)))
+				}
+				return append(out, statusReply(tg, c, scsi.StatusCheckCondition, tc.sense.Marshal())...)
+			})
+			err := l.ReadAt(ctx5(t), make([]byte, 4096), 0)
+			if err == nil {
+				t.Fatal("read accepted")
+			}
+			if e := errnoOf(err); e != syscall.EIO {
+				t.Errorf("errno %v (%v), want EIO", e, err)
+			}
+			if s.Err() != nil {
+				t.Errorf("session failed: %v", s.Err())
+			}
+		})
+	}
+}
+
+// A CHECK CONDITION is an error unless readable sense data says RECOVERED
+// ERROR: without sense, with an empty or unreadable sense, or with sense
+// that ends before its key, every operation fails with EIO.
+func TestLUNCheckConditionWithoutUsableSense(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		segment []byte // the SCSI Response data segment
+	}{
+		{"no data segment", nil},
+		{"sense length 0", []byte{0, 0}},
+		{"unknown response code", senseSegment([]byte{0x7f, 0, 0x01, 0, 0, 0, 0, 10})},
+		{"fixed sense ending before the key", senseSegment([]byte{0x70, 0})},
+		{"descriptor sense ending before the key", senseSegment([]byte{0x72})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, _ []byte) []iscsitest.Reply {
+				var out []iscsitest.Reply
+				if c.Read {
+					out = append(out, dataInNoStatus(c, make([]byte, c.ExpectedDataTransferLength)))
+				}
+				r := initiator.SCSIResponse{ITT: c.ITT, Status: uint8(scsi.StatusCheckCondition), TargetSNs: tg.SNs(true)}
+				return append(out, iscsitest.Reply{PDU: initiator.NewPDU(&r, tc.segment)})
+			})
+			for _, op := range lunOps {
+				err := op.run(ctx5(t), l)
+				if err == nil {
+					t.Errorf("%s: CHECK CONDITION accepted", op.name)
+				} else if e := errnoOf(err); e != syscall.EIO {
+					t.Errorf("%s: errno %v (%v), want EIO", op.name, e, err)
+				}
+			}
+		})
+	}
+}
