@@ -224,6 +224,11 @@ func (x *chapExchange) verifyTarget(n, r string) error {
 	if err != nil {
 		return err
 	}
+	// The answer our own secret would give means the target holds one
+	// secret for both directions (RFC 7143 section 9.2.1): a failure too.
+	if own, err := CHAPResponse(x.alg, x.mutualID, x.creds.Secret, x.mutualChl); err == nil && subtle.ConstantTimeCompare(got, own) == 1 {
+		return fmt.Errorf("chap: target answered with our own CHAP secret; each direction needs its own secret")
+	}
 	if subtle.ConstantTimeCompare(got, want) != 1 {
 		return fmt.Errorf("chap: target failed mutual authentication (wrong response)")
 	}

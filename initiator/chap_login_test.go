@@ -197,3 +197,14 @@ func TestCHAPLoginRefusesSameSecretBothWays(t *testing.T) {
 		t.Fatalf("the target saw %d requests; the login must fail before sending any", n)
 	}
 }
+
+// A target that answers our challenge with our own secret is refused as
+// such (RFC 7143 section 9.2.1), not merely as a wrong answer.
+func TestCHAPLoginRefusesTargetUsingOurSecret(t *testing.T) {
+	ct := &chapTarget{user: "alice", secret: "alicesecret12", mutualUser: "tgt", mutualSecret: "alicesecret12",
+		chapI: "9", chapC: chapTestChallenge}
+	_, _, err := loginTo(t, ct.handler, chapCreds(true))
+	if !errors.Is(err, initiator.ErrAuthFailed) || !strings.Contains(err.Error(), "our own CHAP secret") {
+		t.Fatalf("login: %v", err)
+	}
+}
