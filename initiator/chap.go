@@ -154,12 +154,12 @@ type chapExchange struct {
 // of the challenges this process sent recently (a reflection, RFC 7143
 // section 9.2.1).
 func (x *chapExchange) answer(aStr, iStr, cStr string) ([][2]string, error) {
-	a, err := strconv.Atoi(aStr)
-	if err != nil {
+	a, ok := parseDecimalConstant(aStr, 255)
+	if !ok {
 		return nil, fmt.Errorf("chap: target chose algorithm %q", aStr)
 	}
 	alg := CHAPAlgorithm(a)
-	ok := false
+	ok = false
 	for _, o := range x.creds.algorithms() {
 		ok = ok || o == alg
 	}
@@ -250,19 +250,25 @@ const (
 // signs, blanks and leading zeros (octal to some parsers) are refused so
 // that the value is never ambiguous.
 func parseCHAPIdentifier(s string) (byte, error) {
-	bad := func() (byte, error) { return 0, fmt.Errorf("chap: bad CHAP_I %q: want a decimal number 0 to 255", s) }
+	n, ok := parseDecimalConstant(s, 255)
+	if !ok {
+		return 0, fmt.Errorf("chap: bad CHAP_I %q: want a decimal number 0 to 255", s)
+	}
+	return byte(n), nil
+}
+
+// parseDecimalConstant parses an RFC 7143 section 6.1 decimal-constant no
+// larger than max (at most 999).
+func parseDecimalConstant(s string, max int) (int, bool) {
 	if len(s) == 0 || len(s) > 3 || (len(s) > 1 && s[0] == '0') {
-		return bad()
+		return 0, false
 	}
 	n := 0
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return bad()
+			return 0, false
 		}
 		n = n*10 + int(s[i]-'0')
 	}
-	if n > 255 {
-		return bad()
-	}
-	return byte(n), nil
+	return n, n <= max
 }

@@ -55,6 +55,11 @@ func TestCHAPExchange(t *testing.T) {
 	if _, err := x.answer("99", "1", "0x0102"); err == nil || !strings.Contains(err.Error(), "not offered") {
 		t.Fatalf("unoffered algorithm: %v", err)
 	}
+	for _, a := range []string{"+5", "05", "0x5", " 5", "", "-5"} {
+		if _, err := x.answer(a, "1", "0x"+strings.Repeat("ab", 16)); err == nil || !strings.Contains(err.Error(), "algorithm") {
+			t.Fatalf("CHAP_A %q: %v", a, err)
+		}
+	}
 	ans, err := x.answer("5", "3", "0x000102030405060708090a0b0c0d0e0f")
 	if err != nil {
 		t.Fatal(err)
