@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"strconv"
@@ -114,6 +115,16 @@ type CHAPCredentials struct {
 	Algorithms []CHAPAlgorithm
 }
 
+// Validate refuses credentials that use one secret for both directions:
+// RFC 7143 section 9.2.1 forbids it, as it lets a rogue target reflect our
+// own challenge back to us and use our answer as its own.
+func (c *CHAPCredentials) Validate() error {
+	if len(c.MutualSecret) > 0 && subtle.ConstantTimeCompare(c.Secret, c.MutualSecret) == 1 {
+		return errors.New("chap: the mutual CHAP secret is the same as the CHAP secret; RFC 7143 section 9.2.1 requires a different secret for each direction")
+	}
+	return nil
+}
+
 func (c *CHAPCredentials) algorithms() []CHAPAlgorithm {
 	if len(c.Algorithms) > 0 {
 		return c.Algorithms
@@ -138,32 +149,38 @@ type chapExchange struct {
 }
 
 // answer computes CHAP_N/CHAP_R for the target's CHAP_A/I/C and, for mutual
-// CHAP, CHAP_I/CHAP_C of our own challenge.
+// CHAP, CHAP_I/CHAP_C of our own challenge. It refuses, before computing any
+// response, a target challenge that is too short or too long or that is one
+// of the challenges this process sent recently (a reflection, RFC 7143
+// section 9.2.1).
 func (x *chapExchange) answer(aStr, iStr, cStr string) ([][2]string, error) {
-	a, err := strconv.Atoi(aStr)
-	if err != nil {
+	a, ok := parseDecimalConstant(aStr, 255)
+	if !ok {
 		return nil, fmt.Errorf("chap: target chose algorithm %q", aStr)
 	}
 	alg := CHAPAlgorithm(a)
-	ok := false
+	ok = false
 	for _, o := range x.creds.algorithms() {
 		ok = ok || o == alg
 	}
 	if !ok {
 		return nil, fmt.Errorf("chap: target chose %s, which was not offered", alg)
 	}
-	id, err := strconv.ParseUint(iStr, 0, 8)
+	id, err := parseCHAPIdentifier(iStr)
 	if err != nil {
-		return nil, fmt.Errorf("chap: bad CHAP_I %q", iStr)
+		return nil, err
 	}
 	chl, err := ParseCHAPBinary(cStr)
 	if err != nil {
 		return nil, err
 	}
-	if len(chl) == 0 || len(chl) > 1024 {
-		return nil, fmt.Errorf("chap: target challenge of %d bytes", len(chl))
+	if len(chl) < minCHAPChallenge || len(chl) > maxCHAPBinary {
+		return nil, fmt.Errorf("chap: target challenge of %d bytes, want %d to %d", len(chl), minCHAPChallenge, maxCHAPBinary)
 	}
-	resp, err := CHAPResponse(alg, byte(id), x.creds.Secret, chl)
+	if sentChallenges.contains(chl) {
+		return nil, errors.New("chap: target challenge is one we sent (reflection attack refused)")
+	}
+	resp, err := CHAPResponse(alg, id, x.creds.Secret, chl)
 	if err != nil {
 		return nil, err
 	}
@@ -171,17 +188,22 @@ func (x *chapExchange) answer(aStr, iStr, cStr string) ([][2]string, error) {
 	out := [][2]string{{"CHAP_N", x.creds.User}, {"CHAP_R", FormatCHAPBinary(resp)}}
 	if len(x.creds.MutualSecret) > 0 {
 		h, _ := alg.newHash()
-		x.mutualChl = make([]byte, max(16, h.Size()))
+		x.mutualChl = make([]byte, max(minCHAPChallenge, h.Size()))
 		var idb [1]byte
 		if _, err := rand.Read(idb[:]); err != nil {
 			return nil, fmt.Errorf("chap: random: %w", err)
 		}
-		if _, err := rand.Read(x.mutualChl); err != nil {
-			return nil, fmt.Errorf("chap: random: %w", err)
+		// Never send the target's own challenge back (RFC 7143 section
+		// 9.2.1); with random challenges a second draw always differs.
+		for i := 0; i == 0 || subtle.ConstantTimeCompare(x.mutualChl, chl) == 1; i++ {
+			if i > 1 {
+				return nil, errors.New("chap: random challenge repeats the target's")
+			}
+			if _, err := rand.Read(x.mutualChl); err != nil {
+				return nil, fmt.Errorf("chap: random: %w", err)
+			}
 		}
-		if subtle.ConstantTimeCompare(x.mutualChl, chl) == 1 {
-			return nil, fmt.Errorf("chap: target challenge reflected")
-		}
+		sentChallenges.add(x.mutualChl)
 		x.mutualID = idb[0]
 		out = append(out, [2]string{"CHAP_I", strconv.Itoa(int(x.mutualID))},
 			[2]string{"CHAP_C", FormatCHAPBinary(x.mutualChl)})
@@ -202,8 +224,51 @@ func (x *chapExchange) verifyTarget(n, r string) error {
 	if err != nil {
 		return err
 	}
+	// The answer our own secret would give means the target holds one
+	// secret for both directions (RFC 7143 section 9.2.1): a failure too.
+	if own, err := CHAPResponse(x.alg, x.mutualID, x.creds.Secret, x.mutualChl); err == nil && subtle.ConstantTimeCompare(got, own) == 1 {
+		return fmt.Errorf("chap: target answered with our own CHAP secret; each direction needs its own secret")
+	}
 	if subtle.ConstantTimeCompare(got, want) != 1 {
 		return fmt.Errorf("chap: target failed mutual authentication (wrong response)")
 	}
 	return nil
+}
+
+// Bounds on the target's challenge: RFC 7143 section 12.1.3 caps CHAP
+// binary values at 1024 bytes, and section 9.2.1 asks for challenges as
+// strong as the secrets (at least 96 random bits); 16 bytes is what LIO and
+// tgt send at the least, and what we send.
+const (
+	minCHAPChallenge = 16
+	maxCHAPBinary    = 1024
+)
+
+// parseCHAPIdentifier parses CHAP_I: the one-octet CHAP Identifier of RFC
+// 1994 written, as targets write it, as an RFC 7143 section 6.1
+// decimal-constant ("0" or digits without a leading zero), 0 to 255. Hex,
+// signs, blanks and leading zeros (octal to some parsers) are refused so
+// that the value is never ambiguous.
+func parseCHAPIdentifier(s string) (byte, error) {
+	n, ok := parseDecimalConstant(s, 255)
+	if !ok {
+		return 0, fmt.Errorf("chap: bad CHAP_I %q: want a decimal number 0 to 255", s)
+	}
+	return byte(n), nil
+}
+
+// parseDecimalConstant parses an RFC 7143 section 6.1 decimal-constant no
+// larger than max (at most 999).
+func parseDecimalConstant(s string, max int) (int, bool) {
+	if len(s) == 0 || len(s) > 3 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n <= max
 }

@@ -117,6 +117,11 @@ func login(ctx context.Context, dm Datamover, cfg *LoginConfig) (*loginResult, e
 	if !cfg.Discovery && cfg.TargetName == "" {
 		return nil, errors.New("login: target name is empty")
 	}
+	if cfg.CHAP != nil {
+		if err := cfg.CHAP.Validate(); err != nil {
+			return nil, fmt.Errorf("login: %w", err)
+		}
+	}
 	stop := context.AfterFunc(ctx, func() { dm.Close() })
 	defer stop()
 	res, err := runLogin(dm, cfg)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -21,17 +22,54 @@ func authFlags() []cli.Flag {
 	}
 }
 
-func readSecret(file, env, what string) ([]byte, error) {
+// readSecretFile reads a secret file: its content without trailing line
+// ends. It fails when the file cannot be read or holds no secret. The
+// warning, when not empty, says the file is readable by others: every
+// command that reads a secret file (and volume check) reports it, and goes
+// on, the same way.
+func readSecretFile(path string) (secret []byte, warning string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(b) > maxSecretFile {
+		return nil, "", fmt.Errorf("%s is larger than %d bytes", path, maxSecretFile)
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return nil, "", fmt.Errorf("%s is empty", path)
+	}
+	if fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 {
+		warning = fmt.Sprintf("%s is world-readable (chmod o-r %s)", path, path)
+	}
+	return []byte(s), warning, nil
+}
+
+// maxSecretFile bounds a secret file: CHAP binary values are at most 1024
+// bytes (RFC 7143 section 12.1.3), so anything much larger is the wrong file.
+const maxSecretFile = 64 << 10
+
+// readSecret reads a secret from file or, without one, from the environment
+// variable env (when env is set); it warns on w as readSecretFile says.
+func readSecret(w io.Writer, file, env, what string) ([]byte, error) {
 	if file != "" {
-		b, err := os.ReadFile(file)
+		b, warning, err := readSecretFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", what, err)
+			return nil, fmt.Errorf("%s file: %w", what, err)
 		}
-		s := strings.TrimRight(string(b), "\r\n")
-		if s == "" {
-			return nil, fmt.Errorf("%s file %s is empty", what, file)
+		if warning != "" {
+			fmt.Fprintf(w, "warning: %s file %s\n", what, warning)
 		}
-		return []byte(s), nil
+		return b, nil
 	}
 	if env == "" {
 		return nil, nil
@@ -44,22 +82,23 @@ func readSecret(file, env, what string) ([]byte, error) {
 
 // chapFromFlags builds CHAP credentials, or nil when no CHAP user is given.
 func chapFromFlags(c *cli.Context) (*initiator.CHAPCredentials, error) {
-	return chapCredentials(c.String("chap-user"), c.String("chap-secret-file"),
+	return chapCredentials(c.App.ErrWriter, c.String("chap-user"), c.String("chap-secret-file"),
 		c.String("mutual-user"), c.String("mutual-secret-file"), true)
 }
 
 // chapCredentials reads the secrets (from the files, or with env from the
-// environment) and checks the combination.
-func chapCredentials(user, secretFile, mutualUser, mutualFile string, env bool) (*initiator.CHAPCredentials, error) {
+// environment), warning on w about secret files others can read, and checks
+// the combination.
+func chapCredentials(w io.Writer, user, secretFile, mutualUser, mutualFile string, env bool) (*initiator.CHAPCredentials, error) {
 	secretEnv, mutualEnv := "ISER_ATTACH_CHAP_SECRET", "ISER_ATTACH_MUTUAL_SECRET"
 	if !env {
 		secretEnv, mutualEnv = "", ""
 	}
-	secret, err := readSecret(secretFile, secretEnv, "CHAP secret")
+	secret, err := readSecret(w, secretFile, secretEnv, "CHAP secret")
 	if err != nil {
 		return nil, err
 	}
-	mutual, err := readSecret(mutualFile, mutualEnv, "mutual CHAP secret")
+	mutual, err := readSecret(w, mutualFile, mutualEnv, "mutual CHAP secret")
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +120,9 @@ func chapCredentials(user, secretFile, mutualUser, mutualFile string, env bool) 
 			return nil, fmt.Errorf("mutual CHAP needs both --mutual-user and a secret (--mutual-secret-file or ISER_ATTACH_MUTUAL_SECRET)")
 		}
 		creds.MutualUser, creds.MutualSecret = mutualUser, mutual
+	}
+	if err := creds.Validate(); err != nil {
+		return nil, err
 	}
 	return creds, nil
 }

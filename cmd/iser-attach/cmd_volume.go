@@ -316,7 +316,8 @@ func volumeCheck(c *cli.Context) error {
 }
 
 // checkSecretFiles fails when a secret file of cfg is missing, unreadable,
-// not a regular file or empty, and warns on w when it is world-readable.
+// not a regular file or empty, and warns on w, as every command reading it
+// does, when it is world-readable.
 func checkSecretFiles(w io.Writer, cfg *volume.Config) error {
 	for _, s := range []struct{ key, path string }{
 		{"chap_secret_file", cfg.CHAPSecretFile}, {"mutual_secret_file", cfg.MutualSecretFile},
@@ -334,15 +335,12 @@ func checkSecretFiles(w io.Writer, cfg *volume.Config) error {
 		if !fi.Mode().IsRegular() {
 			return fail("%s is not a regular file", s.path)
 		}
-		b, err := os.ReadFile(s.path)
+		_, warning, err := readSecretFile(s.path)
 		if err != nil {
 			return fail("%v", err)
 		}
-		if len(strings.TrimRight(string(b), "\r\n")) == 0 {
-			return fail("%s is empty", s.path)
-		}
-		if fi.Mode().Perm()&0o004 != 0 {
-			fmt.Fprintf(w, "%s: warning: %s %s is world-readable (chmod o-r %s)\n", cfg.Name, s.key, s.path, s.path)
+		if warning != "" {
+			fmt.Fprintf(w, "%s: warning: %s %s\n", cfg.Name, s.key, warning)
 		}
 	}
 	return nil

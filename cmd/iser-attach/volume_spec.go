@@ -33,7 +33,7 @@ func specFromVolume(c *cli.Context, name string) (*attachSpec, error) {
 	if sp.InitiatorName, err = initiatorName(in); err != nil {
 		return nil, err
 	}
-	if sp.CHAP, err = chapCredentials(cfg.CHAPUser, cfg.CHAPSecretFile, cfg.MutualUser, cfg.MutualSecretFile, false); err != nil {
+	if sp.CHAP, err = chapCredentials(c.App.ErrWriter, cfg.CHAPUser, cfg.CHAPSecretFile, cfg.MutualUser, cfg.MutualSecretFile, false); err != nil {
 		return nil, fmt.Errorf("volume %s (%s): %w", name, cfg.Path, err)
 	}
 	if _, ok := frontends[sp.Frontend]; !ok {
