@@ -55,7 +55,7 @@ func (ct *chapTarget) handler(t *iscsitest.Target, req *initiator.PDU) []iscsite
 		chl, _ := initiator.ParseCHAPBinary(ct.challenge())
 		want, _ := initiator.CHAPResponse(initiator.CHAPMD5, byte(id), []byte(ct.secret), chl)
 		if get("CHAP_N") != ct.user || get("CHAP_R") != initiator.FormatCHAPBinary(want) {
-			return statusReply(rep, 2, 1)
+			return loginStatusReply(rep, 2, 1)
 		}
 		if c := get("CHAP_C"); c != "" {
 			ct.mu.Lock()
@@ -64,13 +64,13 @@ func (ct *chapTarget) handler(t *iscsitest.Target, req *initiator.PDU) []iscsite
 			mid, err := strconv.Atoi(get("CHAP_I"))
 			mchl, err2 := initiator.ParseCHAPBinary(c)
 			if err != nil || err2 != nil {
-				return statusReply(rep, 2, 0)
+				return loginStatusReply(rep, 2, 0)
 			}
 			r, _ := initiator.CHAPResponse(initiator.CHAPMD5, byte(mid), []byte(ct.mutualSecret), mchl)
 			out = []textkey.KV{{Key: "CHAP_N", Value: ct.mutualUser}, {Key: "CHAP_R", Value: initiator.FormatCHAPBinary(r)}}
 		}
 	default:
-		return statusReply(rep, 2, 0)
+		return loginStatusReply(rep, 2, 0)
 	}
 	return withData(rep, out)
 }
@@ -101,8 +101,8 @@ func withData(rep []iscsitest.Reply, kvs []textkey.KV) []iscsitest.Reply {
 	return []iscsitest.Reply{{PDU: initiator.NewPDU(&resp, textkey.Encode(kvs))}}
 }
 
-// statusReply turns a login reply into a failure with the given status.
-func statusReply(rep []iscsitest.Reply, class, detail uint8) []iscsitest.Reply {
+// loginStatusReply turns a login reply into a failure with the given status.
+func loginStatusReply(rep []iscsitest.Reply, class, detail uint8) []iscsitest.Reply {
 	var resp initiator.LoginResponse
 	_ = resp.Unmarshal(&rep[0].PDU.BHS)
 	resp.Transit, resp.StatusClass, resp.StatusDetail = false, class, detail
