@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/iser-attach/iser-attach/nbd"
+	"github.com/iser-attach/iser-attach/volume"
 )
 
 func serveCommand() *cli.Command {
@@ -19,20 +20,29 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "listen", Required: true, Usage: "unix:PATH or tcp:HOST:PORT (repeatable)"},
 			&cli.StringFlag{Name: "export-name", Value: "", Usage: "NBD export name (default: the empty default export)"},
 			&cli.IntFlag{Name: "max-in-flight", Value: 128, Usage: "NBD requests in flight per connection"},
+			metricsListenFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			ctx, stop := signalContext(c)
 			defer stop()
+			me, err := listenMetrics(c.String("metrics-listen"))
+			if err != nil {
+				return err
+			}
+			defer me.Close()
 			l, err := openLUNFromFlags(ctx, c)
 			if err != nil {
 				return err
 			}
 			defer l.Close()
 			info := l.Info()
+			counting := volume.NewCounting(l.LUN)
+			defer counting.Close()
+			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO())
 			srv, err := nbd.NewServer([]nbd.Export{{
 				Name:        c.String("export-name"),
 				Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
-				Backend:     l.LUN,
+				Backend:     counting,
 			}}, nbd.Options{MaxInFlight: c.Int("max-in-flight"), Logger: logger})
 			if err != nil {
 				return err

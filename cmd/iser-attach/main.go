@@ -57,6 +57,7 @@ func newApp() *cli.App {
 			attachCommand(),
 			detachCommand(),
 			listCommand(),
+			statsCommand(),
 			volumeCommand(),
 			rdmaCommand(),
 		},
