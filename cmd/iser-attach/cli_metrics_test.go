@@ -204,3 +204,55 @@ func busyPort(t *testing.T) string {
 	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
 }
+
+// TestServeMetricsSessionState: while tgtd hangs, the scraped session
+// state is recovering; once it answers again, attached, with a
+// recovery counted.
+func TestServeMetricsSessionState(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	_, logs := startServe(t, srv, nil, "1", "--metrics-listen", "tcp:127.0.0.1:0",
+		"--nop-interval", "200ms", "--nop-timeout", "300ms", "--replacement-timeout", "60s")
+	m := metricsURL.FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no metrics URL logged:\n%s", logs.String())
+	}
+	url := m[1]
+	state := func(fams map[string]*dto.MetricFamily, s string) float64 {
+		return metricValue(t, fams, "iser_attach_session_state", map[string]string{"state": s})
+	}
+	recoveries := func(fams map[string]*dto.MetricFamily) float64 {
+		return metricValue(t, fams, "iser_attach_session_recoveries_total", map[string]string{"lun": "1"})
+	}
+	fams := scrapeMetrics(t, url)
+	if state(fams, "attached") != 1 || recoveries(fams) != 0 {
+		t.Fatalf("before the stall: attached %v, recoveries %v", state(fams, "attached"), recoveries(fams))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stalled := make(chan error, 1)
+	go func() { stalled <- srv.Stall(ctx, 4*time.Second) }()
+	// waitFor scrapes until cond holds; the deadline only bounds a hang.
+	waitFor := func(what string, cond func(map[string]*dto.MetricFamily) bool) {
+		t.Helper()
+		for {
+			fams := scrapeMetrics(t, url)
+			if cond(fams) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("never saw %s", what)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("session_state recovering = 1 during the stall", func(f map[string]*dto.MetricFamily) bool {
+		return state(f, "recovering") == 1 && state(f, "attached") == 0
+	})
+	if err := <-stalled; err != nil {
+		t.Fatal(err)
+	}
+	waitFor("session_state attached = 1 and a recovery counted after the stall", func(f map[string]*dto.MetricFamily) bool {
+		return state(f, "attached") == 1 && state(f, "recovering") == 0 && recoveries(f) >= 1
+	})
+}
