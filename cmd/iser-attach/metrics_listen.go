@@ -111,3 +111,6 @@ func exportMetricsName(export string, l *lunConn) string {
 	}
 	return defaultVolumeName(l.nx.TargetName(), uint(l.Info().Number))
 }
+
+// An attached volume answers the control socket's stats requests.
+var _ volume.StatsReporter = (*attached)(nil)
