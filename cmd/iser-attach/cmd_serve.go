@@ -16,11 +16,20 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "log in and serve a LUN as an NBD export (for qemu, nbdcopy, fio, nbd-client)",
 		Flags: append(targetFlags(),
-			&cli.StringSliceFlag{Name: "listen", Required: true, Usage: "unix:PATH or tcp:HOST:PORT (repeatable)"},
+			&cli.StringSliceFlag{Name: "listen", Required: true, Usage: "unix:PATH or tcp:HOST:PORT (repeatable); TCP on a non-loopback address needs --allow-remote"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow --listen on addresses other hosts can reach (NBD has no authentication: anyone who connects can read and write the LUN)"},
 			&cli.StringFlag{Name: "export-name", Value: "", Usage: "NBD export name (default: the empty default export)"},
 			&cli.IntFlag{Name: "max-in-flight", Value: 128, Usage: "NBD requests in flight per connection"},
+			&cli.IntFlag{Name: "max-connections", Value: 64, Usage: "NBD connections served at once; more are closed at once"},
+			&cli.IntFlag{Name: "max-in-flight-mib", Value: 64, Usage: "MiB of request payloads held at once over all connections (at least 32)"},
 		),
 		Action: func(c *cli.Context) error {
+			if err := checkListen(c.StringSlice("listen"), c.Bool("allow-remote")); err != nil {
+				return err
+			}
+			if c.Int("max-connections") < 1 || c.Int("max-in-flight") < 1 || c.Int("max-in-flight-mib") < 32 {
+				return errors.New("serve: --max-connections and --max-in-flight must be at least 1, --max-in-flight-mib at least 32")
+			}
 			ctx, stop := signalContext(c)
 			defer stop()
 			l, err := openLUNFromFlags(ctx, c)
@@ -33,7 +42,12 @@ func serveCommand() *cli.Command {
 				Name:        c.String("export-name"),
 				Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
 				Backend:     l.LUN,
-			}}, nbd.Options{MaxInFlight: c.Int("max-in-flight"), Logger: logger})
+			}}, nbd.Options{
+				MaxInFlight:      c.Int("max-in-flight"),
+				MaxConns:         c.Int("max-connections"),
+				MaxInFlightBytes: int64(c.Int("max-in-flight-mib")) << 20,
+				Logger:           logger,
+			})
 			if err != nil {
 				return err
 			}
@@ -69,4 +83,19 @@ func serveCommand() *cli.Command {
 			return l.Close()
 		},
 	}
+}
+
+// checkListen refuses listener specs other hosts can reach unless allowed:
+// NBD has no authentication.
+func checkListen(specs []string, allowRemote bool) error {
+	for _, spec := range specs {
+		local, err := nbd.Loopback(spec)
+		if err != nil {
+			return err
+		}
+		if !local && !allowRemote {
+			return fmt.Errorf("--listen %s is reachable from other hosts and NBD has no authentication: listen on a loopback address or unix:, or pass --allow-remote", spec)
+		}
+	}
+	return nil
 }
