@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,5 +66,27 @@ func TestServeAllowRemote(t *testing.T) {
 		if err := json.Unmarshal(out, &info); err != nil || len(info.Exports) != 1 || info.Exports[0]["export-size"] != float64(16<<20) {
 			t.Fatalf("nbdinfo over tcp:%s: %v %s", c.host, err, out)
 		}
+	}
+}
+
+// TestServeFlushesOnError: serve that fails after logging in (here its
+// second listener cannot be opened) still sends SYNCHRONIZE CACHE before it
+// logs out, as it does after a signal.
+func TestServeFlushesOnError(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	dir := t.TempDir()
+	_, errs, err := run(t, nil, "serve", "--portal", srv.Portal(), "--target", srv.IQN(), "--lun", "1", "--transport", "tcp",
+		"--listen", "unix:"+filepath.Join(dir, "ok.sock"), "--listen", "unix:"+filepath.Join(dir, "missing", "nbd.sock"))
+	if err == nil {
+		t.Fatalf("serve with an unusable listener exited 0:\n%s", errs)
+	}
+	if !strings.Contains(errs, "logged in") || !strings.Contains(errs, "missing") {
+		t.Fatalf("serve did not fail where expected (after login, on the second listener):\n%s", errs)
+	}
+	if err := srv.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Commands(1, tgttest.OpSynchronizeCache10); n.Done == 0 {
+		t.Fatalf("no SYNCHRONIZE CACHE reached tgtd before serve logged out (%+v); serve log:\n%s", n, errs)
 	}
 }

@@ -11,6 +11,11 @@ import (
 	"github.com/iser-attach/iser-attach/nbd"
 )
 
+// finalFlushTimeout bounds the SYNCHRONIZE CACHE serve sends before it logs
+// out, whatever ended serving (a signal cancels the command's context, so
+// the flush has a context of its own).
+const finalFlushTimeout = 30 * time.Second
+
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
@@ -36,51 +41,7 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer l.Close()
-			info := l.Info()
-			srv, err := nbd.NewServer([]nbd.Export{{
-				Name:        c.String("export-name"),
-				Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
-				Backend:     l.LUN,
-			}}, nbd.Options{
-				MaxInFlight:      c.Int("max-in-flight"),
-				MaxConns:         c.Int("max-connections"),
-				MaxInFlightBytes: int64(c.Int("max-in-flight-mib")) << 20,
-				Logger:           logger,
-			})
-			if err != nil {
-				return err
-			}
-			errc := make(chan error, len(c.StringSlice("listen")))
-			for _, spec := range c.StringSlice("listen") {
-				ln, err := nbd.Listen(spec)
-				if err != nil {
-					srv.Close()
-					return err
-				}
-				logger.Info().Str("listen", spec).Int64("size", info.Size()).Uint32("block_size", info.BlockSize).Msg("serving NBD")
-				go func() { errc <- srv.Serve(ctx, ln) }()
-			}
-			select {
-			case <-ctx.Done():
-				logger.Info().Msg("shutting down")
-			case err := <-errc:
-				if err != nil && !errors.Is(err, context.Canceled) {
-					srv.Close()
-					return fmt.Errorf("serve: %w", err)
-				}
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
-				logger.Warn().Err(err).Msg("NBD shutdown")
-			}
-			// Flush the target's cache before logging out: acknowledged
-			// writes must be stable once we are gone.
-			if err := l.Flush(sctx); err != nil {
-				logger.Warn().Err(err).Msg("final SYNCHRONIZE CACHE")
-			}
-			return l.Close()
+			return endServe(l, serveLUN(ctx, c, l))
 		},
 	}
 }
@@ -98,4 +59,73 @@ func checkListen(specs []string, allowRemote bool) error {
 		}
 	}
 	return nil
+}
+
+// serveLUN serves l over NBD until ctx ends (nil) or serving fails.
+func serveLUN(ctx context.Context, c *cli.Context, l *lunConn) error {
+	info := l.Info()
+	srv, err := nbd.NewServer([]nbd.Export{{
+		Name:        c.String("export-name"),
+		Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
+		Backend:     l.LUN,
+	}}, nbd.Options{
+		MaxInFlight:      c.Int("max-in-flight"),
+		MaxConns:         c.Int("max-connections"),
+		MaxInFlightBytes: int64(c.Int("max-in-flight-mib")) << 20,
+		Logger:           logger,
+	})
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, len(c.StringSlice("listen")))
+	for _, spec := range c.StringSlice("listen") {
+		ln, err := nbd.Listen(spec)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		logger.Info().Str("listen", spec).Int64("size", info.Size()).Uint32("block_size", info.BlockSize).Msg("serving NBD")
+		go func() { errc <- srv.Serve(ctx, ln) }()
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info().Msg("shutting down")
+	case err := <-errc:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn().Err(err).Msg("NBD shutdown")
+	}
+	return nil
+}
+
+// endServe flushes the target's cache and logs out, whatever ended serving
+// (serr): writes the NBD clients saw acknowledged must be stable once we
+// are gone. The flush has its own timeout, independent of the command's
+// context, which a signal may have cancelled. It returns serr, else the
+// flush's error (acknowledged writes may be lost), else the logout's.
+func endServe(l *lunConn, serr error) error {
+	fctx, cancel := context.WithTimeout(context.Background(), finalFlushTimeout)
+	defer cancel()
+	ferr := l.Flush(fctx)
+	if ferr != nil {
+		logger.Warn().Err(ferr).Msg("final SYNCHRONIZE CACHE")
+		ferr = fmt.Errorf("serve: final SYNCHRONIZE CACHE: %w", ferr)
+	}
+	cerr := l.Close()
+	if cerr != nil {
+		cerr = fmt.Errorf("serve: logout: %w", cerr)
+	}
+	switch {
+	case serr != nil:
+		return serr
+	case ferr != nil:
+		return ferr
+	}
+	return cerr
 }
