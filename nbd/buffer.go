@@ -89,51 +89,64 @@ func (b *budget) release() {
 // byteBudget bounds the payload bytes a whole server holds
 // (Options.MaxInFlightBytes): every connection's reader acquires before it
 // allocates a payload buffer, and its writer releases once the reply is on
-// the wire. Several readers may wait at once; a release wakes them all
-// through a channel that it closes and replaces.
+// the wire. Readers that must wait are served in arrival order, so a large
+// request is not starved by a stream of small ones from other connections.
 type byteBudget struct {
-	mu      sync.Mutex
-	limit   int64
-	held    int64
-	peak    int64         // most bytes held at once
-	waiting int           // readers blocked in acquire
-	changed chan struct{} // closed by a release while readers wait
+	mu    sync.Mutex
+	limit int64
+	held  int64
+	peak  int64         // most bytes held at once
+	queue []*byteWaiter // readers waiting, first come first served
+}
+
+// byteWaiter is one reader waiting in byteBudget.acquire.
+type byteWaiter struct {
+	n     int64
+	ready chan struct{} // closed once the bytes are granted
 }
 
 func newByteBudget(limit int64) *byteBudget {
-	return &byteBudget{limit: limit, changed: make(chan struct{})}
+	return &byteBudget{limit: limit}
 }
 
-// acquire takes n bytes (n <= limit), blocking until they are free or stop
-// is closed. It reports whether it acquired.
+// acquire takes n bytes (n <= limit), blocking until they are granted or
+// stop is closed. It reports whether it acquired.
 func (b *byteBudget) acquire(n int64, stop <-chan struct{}) bool {
 	if n == 0 {
 		return true
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.held+n > b.limit {
-		ch := b.changed
-		b.waiting++
+	if len(b.queue) == 0 && b.held+n <= b.limit {
+		b.take(n)
 		b.mu.Unlock()
-		var stopped bool
-		select {
-		case <-ch:
-		case <-stop:
-			stopped = true
-		}
-		b.mu.Lock()
-		b.waiting--
-		if stopped {
-			return false
+		return true
+	}
+	w := &byteWaiter{n: n, ready: make(chan struct{})}
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true
+	case <-stop:
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.ready: // granted meanwhile: give the bytes back
+		b.held -= n
+	default:
+		for i, q := range b.queue {
+			if q == w {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
 		}
 	}
-	b.held += n
-	b.peak = max(b.peak, b.held)
-	return true
+	b.grant() // the next in line may fit now
+	return false
 }
 
-// release returns n bytes.
+// release returns n bytes and grants waiting readers what now fits.
 func (b *byteBudget) release(n int64) {
 	if n == 0 {
 		return
@@ -141,10 +154,24 @@ func (b *byteBudget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held -= n
-	if b.waiting > 0 {
-		close(b.changed)
-		b.changed = make(chan struct{})
+	b.grant()
+}
+
+// grant serves the queue in order while its head fits. Called with mu held.
+func (b *byteBudget) grant() {
+	for len(b.queue) > 0 && b.held+b.queue[0].n <= b.limit {
+		w := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		b.take(w.n)
+		close(w.ready)
 	}
+}
+
+// take adds n to the held bytes. Called with mu held.
+func (b *byteBudget) take(n int64) {
+	b.held += n
+	b.peak = max(b.peak, b.held)
 }
 
 // byteStats is a snapshot of a byteBudget, for tests and logs.
@@ -156,5 +183,5 @@ type byteStats struct {
 func (b *byteBudget) stats() byteStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return byteStats{held: b.held, peak: b.peak, waiting: b.waiting}
+	return byteStats{held: b.held, peak: b.peak, waiting: len(b.queue)}
 }

@@ -234,3 +234,54 @@ func TestHandshakeDeadline(t *testing.T) {
 	c.expectClosed()
 	waitFor(t, "the server to forget the connection", func() bool { return s.acceptedConns() == 0 })
 }
+
+// TestByteBudgetOrder: waiting readers are served first come first served
+// (a small request that would fit does not overtake a large one), and a
+// reader that stops waiting leaves the queue and lets the next one in.
+func TestByteBudgetOrder(t *testing.T) {
+	b := newByteBudget(100)
+	never := make(chan struct{})
+	if !b.acquire(60, never) {
+		t.Fatal("first acquire failed")
+	}
+	wait := func(n int64, stop chan struct{}) chan bool {
+		got := make(chan bool, 1)
+		go func() { got <- b.acquire(n, stop) }()
+		return got
+	}
+	queued := func(n int) {
+		t.Helper()
+		waitFor(t, "readers to queue", func() bool { return b.stats().waiting == n })
+	}
+	big := wait(60, never)
+	queued(1)
+	small := wait(10, never) // fits beside the 60 held, but big came first
+	queued(2)
+	if len(small) != 0 {
+		t.Fatal("a later, smaller request overtook a waiting one")
+	}
+	b.release(60)
+	if !<-big || !<-small {
+		t.Fatal("waiters not granted after release")
+	}
+	if st := b.stats(); st.held != 70 || st.waiting != 0 || st.peak != 70 {
+		t.Fatalf("after grants: %+v", st)
+	}
+
+	// The head of the queue gives up: the one behind it gets its bytes.
+	stop := make(chan struct{})
+	head := wait(40, stop)
+	queued(1)
+	next := wait(30, never)
+	queued(2)
+	close(stop)
+	if <-head {
+		t.Fatal("a stopped waiter acquired")
+	}
+	if !<-next {
+		t.Fatal("the waiter behind a stopped one was not granted")
+	}
+	if st := b.stats(); st.held != 100 || st.waiting != 0 {
+		t.Fatalf("after a waiter left: %+v", st)
+	}
+}
