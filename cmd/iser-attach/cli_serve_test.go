@@ -74,6 +74,19 @@ func TestServeAllowRemote(t *testing.T) {
 // logs out, as it does after a signal.
 func TestServeFlushesOnError(t *testing.T) {
 	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	flushes := func() int {
+		t.Helper()
+		if err := srv.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return srv.Commands(1, tgttest.OpSynchronizeCache10).Done
+	}
+	// After SIGINT (startServe's cleanup sends it and waits for exit 0).
+	t.Run("signal", func(t *testing.T) { startServe(t, srv, nil, "1") })
+	if n := flushes(); n != 1 {
+		t.Fatalf("%d SYNCHRONIZE CACHE after serve ended on a signal, want 1", n)
+	}
+
 	dir := t.TempDir()
 	_, errs, err := run(t, nil, "serve", "--portal", srv.Portal(), "--target", srv.IQN(), "--lun", "1", "--transport", "tcp",
 		"--listen", "unix:"+filepath.Join(dir, "ok.sock"), "--listen", "unix:"+filepath.Join(dir, "missing", "nbd.sock"))
@@ -83,10 +96,7 @@ func TestServeFlushesOnError(t *testing.T) {
 	if !strings.Contains(errs, "logged in") || !strings.Contains(errs, "missing") {
 		t.Fatalf("serve did not fail where expected (after login, on the second listener):\n%s", errs)
 	}
-	if err := srv.Sync(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if n := srv.Commands(1, tgttest.OpSynchronizeCache10); n.Done == 0 {
-		t.Fatalf("no SYNCHRONIZE CACHE reached tgtd before serve logged out (%+v); serve log:\n%s", n, errs)
+	if n := flushes(); n != 2 {
+		t.Fatalf("%d SYNCHRONIZE CACHE in all, want 2: serve logged out without flushing after an error; serve log:\n%s", n, errs)
 	}
 }
