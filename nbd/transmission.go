@@ -44,8 +44,8 @@ func (c *conn) transmit() error {
 func (c *conn) readRequests() error {
 	var hb [requestHeaderLen]byte
 	for {
-		// A stop that came while a payload deadline was being cleared
-		// (disarmRead) is seen here rather than lost.
+		// A stop whose past deadline readPayload cleared again is seen
+		// here rather than lost.
 		if c.stopping.Load() {
 			return nil
 		}
