@@ -186,6 +186,8 @@ type LUNDescription struct {
 	// Info is OpenLUN's for a disk; for other devices it holds the
 	// number, INQUIRY strings and VPD serial and WWN only.
 	Info LUNInfo
+	// MaxTransfer is LUN.MaxTransfer for a disk, 0 otherwise.
+	MaxTransfer uint32
 	// Err is why a disk could not be opened; nil otherwise.
 	Err error
 }
@@ -207,7 +209,7 @@ func DescribeLUNs(ctx context.Context, s Executor) ([]LUNDescription, error) {
 				d.Err = err
 				d.Info = LUNInfo{Number: e.Number, Vendor: e.Vendor, Product: e.Product, Revision: e.Revision}
 			} else {
-				d.Info = l.Info()
+				d.Info, d.MaxTransfer = l.Info(), l.MaxTransfer()
 			}
 		} else {
 			l, err := handle(s, e.Number)
