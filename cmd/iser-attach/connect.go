@@ -103,7 +103,7 @@ type lunConn struct {
 func (l *lunConn) Close() error { return l.nx.Close() }
 
 // openLUN logs in to the spec's target (trying its portals in turn) and
-// opens its LUN. The nexus reinstates the session when it is lost; with a
+// opens its LUN, or without one its first disk (pickLUN). The nexus reinstates the session when it is lost; with a
 // volume name its ISID comes from the name, so a restarted attach
 // reinstates the session its predecessor left.
 func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
