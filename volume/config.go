@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/discovery"
+	"github.com/iser-attach/iser-attach/initiator"
 )
 
 // ConfigDir holds one configuration file per volume, NAME.conf. The
@@ -251,18 +252,10 @@ func setPortal(c *Config, v string) error {
 	return nil
 }
 
-// setName accepts an iSCSI name: iqn., eui. or naa. followed by at least
-// one character, at most 223 bytes (RFC 7143 section 4.2.7.1), no spaces.
+// setName accepts an iSCSI name (initiator.CheckName).
 func setName(dst *string, v string) error {
-	if len(v) > 223 {
-		return fmt.Errorf("iSCSI name longer than 223 bytes")
-	}
-	if strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return fmt.Errorf("%q: spaces or control characters in an iSCSI name", v)
-	}
-	lower := strings.ToLower(v)
-	if len(v) < 5 || !(strings.HasPrefix(lower, "iqn.") || strings.HasPrefix(lower, "eui.") || strings.HasPrefix(lower, "naa.")) {
-		return fmt.Errorf("%q is not an iSCSI name (iqn..., eui... or naa...)", v)
+	if err := initiator.CheckName(v); err != nil {
+		return err
 	}
 	*dst = v
 	return nil

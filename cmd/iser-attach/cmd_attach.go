@@ -87,7 +87,7 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		NBDConnections: c.Int("nbd-connections")}
 	sp.Volume = c.String("name")
 	if sp.Volume == "" {
-		sp.Volume = defaultVolumeName(sp.Target, uint(sp.LUN))
+		sp.Volume = sp.defaultName()
 	}
 	if err := volume.ValidName(sp.Volume); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/iser-attach/iser-attach/discovery"
@@ -17,7 +18,7 @@ func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (port 3260 by default); repeat for more portals, tried in turn on recovery"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN"},
-		&cli.UintFlag{Name: "lun", Value: 0, Usage: "logical unit number (tgt numbers its backing stores from 1)"},
+		&cli.UintFlag{Name: "lun", Usage: "logical unit number (default: the target's lowest-numbered disk; tgt's LUN 0 is its controller)"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
 		&cli.IntFlag{Name: "queue-depth", Value: 128, Usage: "SCSI commands in flight"},
 		&cli.DurationFlag{Name: "login-timeout", Value: 15 * time.Second, Usage: "time allowed for connecting and logging in"},
@@ -34,6 +35,7 @@ type lunSpec struct {
 	Portals       []string // host:port
 	Target        string
 	LUN           uint16
+	AnyLUN        bool // no LUN given: the lowest-numbered disk (pickLUN)
 	Transport     string
 	QueueDepth    int
 	InitiatorName string
@@ -60,6 +62,9 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if c.String("target") == "" {
 		return nil, errors.New("--target is required")
 	}
+	if err := initiator.CheckName(c.String("target")); err != nil {
+		return nil, fmt.Errorf("--target: %w", err)
+	}
 	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: c.Int("queue-depth"),
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: c.Duration("replacement-timeout"),
 		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout")}
@@ -74,7 +79,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if n > 16383 {
 		return nil, fmt.Errorf("--lun %d: at most 16383", n)
 	}
-	sp.LUN = uint16(n)
+	sp.LUN, sp.AnyLUN = uint16(n), !c.IsSet("lun")
 	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {
 		return nil, errors.New("--replacement-timeout and --nop-interval must not be negative, --nop-timeout must be positive")
 	}
@@ -98,11 +103,36 @@ type lunConn struct {
 func (l *lunConn) Close() error { return l.nx.Close() }
 
 // openLUN logs in to the spec's target (trying its portals in turn) and
-// opens its LUN. The nexus reinstates the session when it is lost; with a
+// opens its LUN, or without one its first disk (pickLUN). The nexus reinstates the session when it is lost; with a
 // volume name its ISID comes from the name, so a restarted attach
 // reinstates the session its predecessor left.
 func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
-	log := logger.With().Str("target", sp.Target).Uint16("lun", sp.LUN).Logger()
+	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
+	defer cancel()
+	nx, log, err := loginSpec(lctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	st := nx.Status()
+	n, err := pickLUN(lctx, nx, sp, log)
+	if err != nil {
+		nx.Close()
+		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
+	}
+	l, err := initiator.OpenLUN(lctx, nx, n)
+	if err != nil {
+		nx.Close()
+		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
+	}
+	return &lunConn{LUN: l, nx: nx}, nil
+}
+
+// loginSpec logs in to the spec's target, trying its portals in turn.
+func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Logger, error) {
+	log := logger.With().Str("target", sp.Target).Logger()
+	if !sp.AnyLUN {
+		log = log.With().Uint16("lun", sp.LUN).Logger()
+	}
 	if sp.Volume != "" {
 		log = log.With().Str("volume", sp.Volume).Logger()
 	}
@@ -114,8 +144,6 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 	if nop == 0 {
 		nop = -1 // SessionConfig: negative disables
 	}
-	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
-	defer cancel()
 	nx, err := initiator.DialNexus(lctx, initiator.NexusConfig{
 		Portals: sp.Portals,
 		Dial:    initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
@@ -136,16 +164,11 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 		Logger:             log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, log, err
 	}
 	st := nx.Status()
 	log.Info().Str("portal", st.Portal).Str("transport", st.Transport).Msg("logged in")
-	l, err := initiator.OpenLUN(lctx, nx, sp.LUN)
-	if err != nil {
-		nx.Close()
-		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
-	}
-	return &lunConn{LUN: l, nx: nx}, nil
+	return nx, log, nil
 }
 
 // openLUNFromFlags is openLUN for the commands that take targetFlags only.
