@@ -70,12 +70,16 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	}
 	copy(cmd.CDB[:], c.CDB)
 	var sentCmdSN uint32
+	handed := false
 	p, err := s.issue(ctx, false, t, func(itt, cmdSN, expStatSN uint32) error {
 		cmd.ITT, cmd.CmdSN, cmd.ExpStatSN = itt, cmdSN, expStatSN
-		sentCmdSN = cmdSN
+		sentCmdSN, handed = cmdSN, true
 		return s.dm.SendCommand(&cmd, t)
 	})
 	if err != nil {
+		if handed && s.dead.Load() {
+			<-s.released // the datamover may have posted it: wait for teardown
+		}
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 	}
 	var resp *PDU

@@ -39,9 +39,14 @@ const maxStatSNGap = 1 << 12
 //
 // Goroutines: NewSession starts a reader (dispatches every PDU from the
 // datamover) and a keepalive (NOP-Out pings). Close, or a connection failure,
-// ends them in this order: the session error is set and every waiter is
-// released, the datamover is closed (unblocking the reader), the keepalive
-// is stopped, then Close waits for both.
+// ends them in this order: the session error is set (no new request is
+// issued; the pending ones are parked), the datamover is closed (the socket
+// closed or the queue pair drained and destroyed), which unblocks the
+// reader; the reader, once it has stopped placing data, closes the
+// datamover again (waiting for a Close in progress) and only then releases
+// the parked waiters. The keepalive is stopped, and Close waits for both.
+// So no caller is told its command ended while the old connection can
+// still place data in its buffer.
 type Session struct {
 	dm     Datamover
 	cfg    SessionConfig
@@ -58,6 +63,7 @@ type Session struct {
 	expStatSN uint32
 	windowCh  chan struct{} // closed when MaxCmdSN moves
 	pend      map[uint32]*pending
+	parked    map[uint32]*pending // pend at the failure, released by the reader
 	nextITT   uint32
 	err       error // sticky: the reason the session ended
 	lastRecv  time.Time
@@ -70,6 +76,7 @@ type Session struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	failed    chan struct{} // closed by fail
+	released  chan struct{} // closed by the reader once the datamover is closed
 	dead      atomic.Bool   // set by fail, for lock-free checks
 }
 
@@ -114,6 +121,7 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 		cmdSN: res.cmdSN, expCmdSN: res.expCmdSN, maxCmdSN: res.maxCmdSN, expStatSN: res.expStatSN,
 		windowCh: make(chan struct{}), pend: make(map[uint32]*pending), nextITT: 1,
 		lastRecv: time.Now(), stop: make(chan struct{}), failed: make(chan struct{}),
+		released: make(chan struct{}),
 	}
 	if lt(s.maxCmdSN, s.expCmdSN-1) {
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
@@ -165,7 +173,9 @@ func (s *Session) Done() <-chan struct{} { return s.failed }
 // lt is serial number arithmetic (RFC 1982, 32 bits): a < b.
 func lt(a, b uint32) bool { return a != b && int32(a-b) < 0 }
 
-// fail ends the session with err (the first error wins) and releases every waiter.
+// fail ends the session with err (the first error wins) and closes the
+// datamover. The pending requests are parked: the reader releases them once
+// the datamover can no longer place data in their buffers (release).
 func (s *Session) fail(err error) {
 	s.mu.Lock()
 	if s.err != nil {
@@ -174,19 +184,33 @@ func (s *Session) fail(err error) {
 	}
 	s.err = err
 	s.dead.Store(true)
-	pend := s.pend
+	s.parked = s.pend
 	s.pend = make(map[uint32]*pending)
 	close(s.windowCh)
 	close(s.failed)
 	s.mu.Unlock()
-	for _, p := range pend {
-		p.err = err
-		close(p.done)
-	}
-	s.dm.Close()
 	if !errors.Is(err, ErrSessionClosed) {
 		s.log.Warn().Err(err).Msg("session ended")
 	}
+	s.dm.Close()
+}
+
+// release runs as the reader ends, after fail: it closes the datamover
+// (Close is idempotent and returns only once a Close in progress elsewhere
+// has completed: socket closed and writer stopped, or queue pair drained
+// and memory deregistered), so with the reader gone too nothing places data
+// any more; only then are the parked waiters told the session ended.
+func (s *Session) release() {
+	s.dm.Close()
+	s.mu.Lock()
+	parked, err := s.parked, s.err
+	s.parked = nil
+	s.mu.Unlock()
+	for _, p := range parked {
+		p.err = err
+		close(p.done)
+	}
+	close(s.released)
 }
 
 // register allocates an ITT for a new request.
@@ -270,6 +294,7 @@ func (s *Session) wait(ctx context.Context, p *pending) (*PDU, error) {
 // reader dispatches PDUs until the datamover fails or closes.
 func (s *Session) reader() {
 	defer s.wg.Done()
+	defer s.release()
 	for {
 		p, err := s.dm.Recv()
 		if err != nil {
