@@ -313,6 +313,11 @@ func (n *Nexus) Do(ctx context.Context, c *Command) (*Result, error) {
 		if err == nil || ctx.Err() != nil || s.Err() == nil && !aborted {
 			return r, err
 		}
+		if s.Err() != nil {
+			n.mu.Lock()
+			n.markDownLocked(s)
+			n.mu.Unlock()
+		}
 		if errors.Is(err, ErrCommandTimeout) || errors.Is(err, ErrWindowClosed) {
 			if timeouts++; timeouts > maxTimeoutRetries {
 				return nil, &ioError{fmt.Errorf("%w (issued %d times)", err, timeouts), syscall.EIO}
@@ -320,11 +325,6 @@ func (n *Nexus) Do(ctx context.Context, c *Command) (*Result, error) {
 		}
 		if attempt >= maxReissue {
 			return r, err
-		}
-		if s.Err() != nil {
-			n.mu.Lock()
-			n.markDownLocked(s)
-			n.mu.Unlock()
 		}
 		n.log.Debug().Err(err).Uint8("op", c.CDB[0]).Msg("command reissued")
 	}

@@ -39,7 +39,7 @@ func TestFailedSessionReleasesWaitersOnlyAfterTeardown(t *testing.T) {
 	for i := range fc.Target().Disk() {
 		fc.Target().Disk()[i] = byte(i%251 + 1)
 	}
-	fc.Target().SetTrickle(2 * time.Millisecond) // 512 KiB take 256 ms
+	fc.Target().SetTrickle(4 * time.Millisecond) // 512 KiB take 512 ms
 	inner, err := initiator.NewISERDatamover(fc, 16)
 	if err != nil {
 		t.Fatal(err)
