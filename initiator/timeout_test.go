@@ -1,6 +1,7 @@
 package initiator_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -267,5 +268,41 @@ func TestNexusLUNResetEndsEveryTaskOnTheLUN(t *testing.T) {
 	if aborts != 1 || resets != 1 || scsi != 4 || st.CommandTimeouts != 1 || st.Faults != 0 || len(f.conns()) != 1 {
 		t.Fatalf("target saw %q; status %+v; want one ABORT TASK, one LOGICAL UNIT RESET, both commands reissued on the same session",
 			log.get(0), st)
+	}
+}
+
+// TestCancelledCommandWhoseAbortFailsDropsTheSession: the caller gives up
+// on a command the target swallowed, and the target answers neither ABORT
+// TASK nor LOGICAL UNIT RESET. The task may still be running, so Do must
+// not hand the buffer back yet: the session is dropped and Do returns the
+// caller's error once the connection is torn down.
+func TestCancelledCommandWhoseAbortFailsDropsTheSession(t *testing.T) {
+	var log pduLog
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+		log.add(0, req)
+		if op := req.BHS.Opcode(); op == initiator.OpSCSICommand || op == initiator.OpTaskMgmtReq {
+			tg.Ack(req)
+			return nil
+		}
+		return tg.Good(req)
+	}), func(c *initiator.SessionConfig) { c.CommandTimeout = time.Second })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := read(ctx, s, 512); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if s.Err() == nil {
+		t.Fatal("Do returned while the session that may still run the task is up")
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("session not ended")
+	}
+	if got := log.get(0); len(got) != 3 || got[1][:6] != "abort " || got[2] != "lu-reset" {
+		t.Fatalf("target saw %q; want the command, ABORT TASK, LOGICAL UNIT RESET", got)
 	}
 }
