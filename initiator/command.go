@@ -157,6 +157,7 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*P
 			// The task is gone at the target; a status sent before the
 			// TMF response has been dispatched already.
 			if s.take(p) {
+				p.task.ended = true
 				return nil, fmt.Errorf("ABORT TASK: %w", ErrTaskAborted)
 			}
 			<-p.done

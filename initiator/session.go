@@ -301,6 +301,7 @@ func (s *Session) endLUNTasks(lun [8]byte, err error) {
 	}
 	s.mu.Unlock()
 	for _, p := range ended {
+		p.task.ended = true
 		p.err = err
 		close(p.done)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/isertest"
 )
 
 // cmdTimeout is the test-shortened command timeout.
@@ -304,5 +305,44 @@ func TestCancelledCommandWhoseAbortFailsDropsTheSession(t *testing.T) {
 	}
 	if got := log.get(0); len(got) != 3 || got[1][:6] != "abort " || got[2] != "lu-reset" {
 		t.Fatalf("target saw %q; want the command, ABORT TASK, LOGICAL UNIT RESET", got)
+	}
+}
+
+// TestISERAbortedCommandsGiveTheirBounceSlotsBack: over iSER a command's
+// buffer outside registered memory is bounced through a data slot. When
+// ABORT TASK completes, the target is done with the slot (its response
+// follows the task's RDMA on the connection), so the slot is reused:
+// more commands than there are slots can time out and be aborted without
+// the datamover running out of them.
+func TestISERAbortedCommandsGiveTheirBounceSlotsBack(t *testing.T) {
+	fc := isertest.NewConn(64)
+	dm, err := initiator.NewISERDatamover(fc, 4) // 4 + 8 spare data slots
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := initiator.NewSession(ctx5(t), dm, initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+		InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake", ISID: initiator.NewISID()},
+		NOPInterval: -1, QueueDepth: 4, CommandTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 20
+	fc.Target().Swallow(n)
+	buf := make([]byte, 512)
+	for i := range n {
+		_, err := s.Do(ctx5(t), &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, 0, 1), Read: buf})
+		if !errors.Is(err, initiator.ErrCommandTimeout) || !errors.Is(err, initiator.ErrTaskAborted) {
+			t.Fatalf("swallowed command %d: %v; want a timeout ended by ABORT TASK", i, err)
+		}
+	}
+	if r, err := s.Do(ctx5(t), &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, 0, 1), Read: buf}); err != nil || r.Status != 0 {
+		t.Fatalf("read after %d aborted commands: %v %+v", n, err, r)
+	}
+	if s.Err() != nil || s.CommandTimeouts() != n {
+		t.Fatalf("session error %v, %d command timeouts; want the session up after %d timeouts", s.Err(), s.CommandTimeouts(), n)
+	}
+	if v := fc.Violations(); len(v) > 0 {
+		t.Fatalf("peer would refuse: %v", v)
 	}
 }

@@ -295,6 +295,16 @@ type Target struct {
 	// came as immediate data.
 	Commands, Immediate int
 	trickle             time.Duration
+	swallow             int
+}
+
+// Swallow makes the target drop the next n SCSI commands without a
+// response or any data transfer (it still answers NOP-Outs and completes
+// task management requests).
+func (t *Target) Swallow(n int) {
+	t.mu.Lock()
+	t.swallow = n
+	t.mu.Unlock()
 }
 
 // SetTrickle makes the target a slow one: it RDMA-WRITEs read data in 4 KiB
@@ -407,6 +417,10 @@ func (t *Target) login(b *initiator.BHS, data []byte) {
 func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 	var cmd initiator.SCSICommand
 	_ = cmd.Unmarshal(b)
+	if t.swallow > 0 {
+		t.swallow--
+		return
+	}
 	t.Commands++
 	t.Immediate += len(imm)
 	resp := initiator.SCSIResponse{ITT: cmd.ITT}
