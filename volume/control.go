@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -105,15 +106,38 @@ func ListenControl(name string, c Controller) (*ControlServer, error) {
 		return nil, fmt.Errorf("volume %s is already attached as %s (pid %d)", name, resp.Status.Device, resp.Status.PID)
 	}
 	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	_ = os.Chmod(path, 0o600)
 	s := &ControlServer{path: path, ln: ln, c: c}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
+}
+
+// umaskMu serialises listenPrivate's umask changes (the umask is the
+// process's).
+var umaskMu sync.Mutex
+
+// afterListen, when set (by tests), sees the socket right after it was
+// bound.
+var afterListen func(path string)
+
+// listenPrivate binds a unix socket at path with mode 0600 from the
+// start: bind(2) creates the file with 0777 less the umask, so the umask
+// is 0177 for that call. A chmod after the bind would leave a moment in
+// which anyone may connect.
+func listenPrivate(path string) (net.Listener, error) {
+	umaskMu.Lock()
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	umaskMu.Unlock()
+	if err == nil && afterListen != nil {
+		afterListen(path)
+	}
+	return ln, err
 }
 
 func (s *ControlServer) accept() {
