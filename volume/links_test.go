@@ -120,3 +120,42 @@ func TestRemoveLinksRelative(t *testing.T) {
 		t.Fatalf("relative link still there: %v", err)
 	}
 }
+
+// A server killed before it removed its links leaves /dev/iser/OLD ->
+// /dev/ublkb0; the kernel then gives ublkb0 to another volume. Its attach
+// must not leave the old name leading to its disk.
+func TestCreateLinksDropsStaleLinksToTheDevice(t *testing.T) {
+	dir := tempLinkDir(t)
+	const oldWWN, newWWN = "naa.6001405000000000000000000000old", "naa.6001405000000000000000000000new"
+	if err := CreateLinks("old", "/dev/ublkb0", oldWWN); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateLinks("keep", "/dev/ublkb1", ""); err != nil {
+		t.Fatal(err)
+	}
+	// udev's relative form of a stale link, too.
+	if err := os.Symlink("../ublkb0", filepath.Join(dir, "relative")); err != nil {
+		t.Fatal(err)
+	}
+	relDev := filepath.Join(filepath.Dir(dir), "ublkb0")
+	if err := CreateLinks("new", relDev, newWWN); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "relative")); !os.IsNotExist(err) {
+		t.Fatalf("relative stale link to %s kept: %v", relDev, err)
+	}
+	if err := CreateLinks("new", "/dev/ublkb0", newWWN); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "old"), filepath.Join(dir, "by-wwn", oldWWN)} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("stale link %s -> %q kept", p, readLink(t, p))
+		}
+	}
+	if readLink(t, filepath.Join(dir, "new")) != "/dev/ublkb0" || readLink(t, filepath.Join(dir, "by-wwn", newWWN)) != "/dev/ublkb0" {
+		t.Fatal("the new links are wrong")
+	}
+	if readLink(t, filepath.Join(dir, "keep")) != "/dev/ublkb1" {
+		t.Fatal("a link to another device was removed")
+	}
+}
