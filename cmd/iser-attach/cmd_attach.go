@@ -60,6 +60,11 @@ func attachCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("daemon") && os.Getenv(daemonChildEnv) == "" {
+				// Fail here, before the child logs in, when the volume is
+				// attached; the child takes the lock itself.
+				if err := volume.CheckNotAttached(c.Context, sp.Volume); err != nil {
+					return err
+				}
 				return daemonize(sp.Volume)
 			}
 			return runAttached(c, sp)
@@ -232,6 +237,16 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	ctx, stop := signalContext(c)
 	defer stop()
 	name := sp.Volume
+	// Before any login: a second login with the volume's ISID would
+	// reinstate, and so end, the session of the process serving it.
+	lock, err := volume.AcquireLock(name)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := volume.CheckSocket(ctx, name); err != nil {
+		return err
+	}
 	l, err := openLUNRetrying(ctx, sp)
 	if err != nil {
 		return err
@@ -264,6 +279,9 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	a.mu.Lock()
 	a.st.Link = link
 	a.mu.Unlock()
+	if err := lock.SetDevice(dev.Path()); err != nil {
+		logger.Warn().Err(err).Str("volume", name).Msg("attach lock")
+	}
 	fmt.Println(dev.Path())
 	notifyReady(dev.Path())
 	logger.Info().Str("volume", name).Str("device", dev.Path()).Str("link", link).Str("portal", ns.Portal).
