@@ -251,7 +251,14 @@ func List(ctx context.Context) ([]Status, error) {
 
 // Find returns the control socket of the volume named nameOrDevice, or of
 // the volume whose device is nameOrDevice (/dev/ublkb0, /dev/nbd1).
+// A stable name (LinkDir/NAME, LinkDir/by-wwn/WWN) finds its volume only
+// when the volume it names is attached as the device it points at: a link
+// a killed server left may point at a device number another volume has
+// now.
 func Find(ctx context.Context, nameOrDevice string) (string, Status, error) {
+	if rel, err := filepath.Rel(LinkDir, nameOrDevice); err == nil && filepath.IsAbs(nameOrDevice) && !strings.HasPrefix(rel, "..") {
+		return findLink(ctx, nameOrDevice)
+	}
 	if !strings.HasPrefix(nameOrDevice, "/") {
 		p := SocketPath(nameOrDevice)
 		resp, err := Query(ctx, p, Request{Op: "status"})
@@ -269,4 +276,29 @@ func Find(ctx context.Context, nameOrDevice string) (string, Status, error) {
 		}
 	}
 	return "", Status{}, fmt.Errorf("no attached volume named or at %q", nameOrDevice)
+}
+
+// findLink is Find for a stable name: the volume it names must be attached
+// as the device the link points at.
+func findLink(ctx context.Context, link string) (string, Status, error) {
+	target := linkTarget(link)
+	if target == "" {
+		return "", Status{}, fmt.Errorf("%s is not a link to an attached volume's device", link)
+	}
+	all, err := List(ctx)
+	if err != nil {
+		return "", Status{}, err
+	}
+	base, byWWN := filepath.Base(link), filepath.Dir(link) == filepath.Join(LinkDir, "by-wwn")
+	for _, st := range all {
+		if (byWWN && st.WWN == base || !byWWN && st.Name == base) && st.Device == target {
+			return SocketPath(st.Name), st, nil
+		}
+	}
+	for _, st := range all {
+		if st.Device == target {
+			return "", Status{}, fmt.Errorf("%s is a stale link: it points at %s, which volume %s is attached as", link, target, st.Name)
+		}
+	}
+	return "", Status{}, fmt.Errorf("%s is a stale link: no attached volume is %s", link, target)
 }

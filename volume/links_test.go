@@ -3,6 +3,7 @@ package volume
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -157,5 +158,37 @@ func TestCreateLinksDropsStaleLinksToTheDevice(t *testing.T) {
 	}
 	if readLink(t, filepath.Join(dir, "keep")) != "/dev/ublkb1" {
 		t.Fatal("a link to another device was removed")
+	}
+}
+
+// detach and status find a volume by its stable name only while the link
+// leads to that volume's device: a stale link leading to another volume's
+// device (or to none) finds nothing.
+func TestFindByLinkTrustsOnlyLiveLinks(t *testing.T) {
+	tempRunDir(t)
+	dir := tempLinkDir(t)
+	const wwnA, wwnB = "naa.60014050000000000000000000000a", "naa.60014050000000000000000000000b"
+	s, err := ListenControl("b", &fakeController{st: Status{Name: "b", Device: "/dev/ublkb0", WWN: wwnB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// a's server was killed: its links stayed; b got ublkb0 since. c's device is gone.
+	for name, dev := range map[string]string{"a": "/dev/ublkb0", "b": "/dev/ublkb0", "c": "/dev/ublkb5",
+		"by-wwn/" + wwnA: "/dev/ublkb0", "by-wwn/" + wwnB: "/dev/ublkb0"} {
+		if err := replaceLink(dev, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, link := range []string{"b", "by-wwn/" + wwnB} {
+		if _, st, err := Find(ctx2(t), filepath.Join(dir, link)); err != nil || st.Name != "b" {
+			t.Errorf("find %s: %v %+v", link, err, st)
+		}
+	}
+	for link, want := range map[string]string{"a": "which volume b is attached as", "by-wwn/" + wwnA: "which volume b is attached as",
+		"c": "no attached volume is /dev/ublkb5", "none": "is not a link"} {
+		if _, st, err := Find(ctx2(t), filepath.Join(dir, link)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("find %s: %v %+v, want an error with %q", link, err, st, want)
+		}
 	}
 }
