@@ -41,11 +41,24 @@ func (d testRecoverable) Leave() error {
 	return nil
 }
 
+// racingServer is test-racing's control server.
+var racingServer atomic.Pointer[volume.ControlServer]
+
 // attachedDevice is the device the test frontends made last.
 var attachedDevice atomic.Pointer[testDevice]
 
 func init() {
 	frontends["test-recoverable"] = func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+		return testRecoverable{attachedDevice.Load()}, nil
+	}
+	// A server of the same volume that comes up while the device is made:
+	// its control socket makes ours fail.
+	frontends["test-racing"] = func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+		srv, err := volume.ListenControl(sp.Volume, &fakeAttached{volume.Status{Name: sp.Volume, Device: "/dev/ublkb9", PID: 4242}})
+		if err != nil {
+			return nil, err
+		}
+		racingServer.Store(srv)
 		return testRecoverable{attachedDevice.Load()}, nil
 	}
 	frontends["test-plain"] = func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
@@ -204,5 +217,26 @@ func TestSignalKeepsServingPlainDeviceInUse(t *testing.T) {
 	}
 	if !dev.removed.Load() || dev.left.Load() {
 		t.Fatalf("released device: removed %v, left %v", dev.removed.Load(), dev.left.Load())
+	}
+}
+
+// When attach cannot serve a device it took over (ublk recovery) and the
+// device is in use, it leaves it instead of removing it.
+func TestAttachFailureLeavesDeviceInUse(t *testing.T) {
+	signalEnv(t)
+	srv := tgttest.Start(t, tgttest.Target{})
+	dev := &testDevice{path: blockNode(t)}
+	holdOpen(t, dev.path)
+	attachedDevice.Store(dev)
+	_, err := runInProcess("attach", "--portal", srv.Portal(), "--target", srv.IQN(), "--lun", "1",
+		"--transport", "tcp", "--name", "db", "--frontend", "test-racing")
+	if s := racingServer.Load(); s != nil {
+		s.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "already attached") {
+		t.Fatalf("attach: %v", err)
+	}
+	if dev.removed.Load() || !dev.left.Load() {
+		t.Fatalf("device in use: removed %v, left %v", dev.removed.Load(), dev.left.Load())
 	}
 }

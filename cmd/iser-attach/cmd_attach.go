@@ -266,6 +266,14 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 			Since: time.Now().UTC().Format(time.RFC3339)}}
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
+		// A device taken over (ublk recovery) may be mounted: leave it to
+		// the next attach rather than remove it under its users.
+		if rd, ok := dev.(recoverableDevice); ok {
+			if busy, where, ierr := volume.InUse(dev.Path()); ierr == nil && busy {
+				a.leave(rd, where)
+				return err
+			}
+		}
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = dev.Detach(dctx)
 		cancel()
