@@ -7,7 +7,10 @@
 #     leaving the device (the node stays, the mount stays, I/O issued meanwhile waits), the next
 #     attach takes the same /dev/ublkbN over, every file reads back with its checksum after
 #     caches are dropped, and the kernel logged no I/O or ext4 error;
-# (c) unmounted, SIGTERM removes the device and its state file as a detach would.
+# (c) unmounted, SIGTERM removes the device and its state file as a detach would;
+# (d) a device a SIGKILLed daemon left is not taken over by an attach of the same name for
+#     another LUN (the state file's WWN and size differ): that attach fails, the device stays,
+#     and an attach of the right LUN takes it over.
 . "$VMLAB_LIB"
 set -eu
 
@@ -21,6 +24,7 @@ cleanup() {
 	[ -z "${BG_PID:-}" ] || kill "$BG_PID" 2>/dev/null
 	umount "$mnt" 2>/dev/null
 	timeout 30 iser-attach detach --force "$name" >/dev/null 2>&1
+	timeout 30 iser-attach detach --force excl2 >/dev/null 2>&1
 	cp /run/iser-attach/"$name".log "$VMLAB_RESULTS/" 2>/dev/null
 }
 trap cleanup EXIT
@@ -41,7 +45,7 @@ no_kernel_errors() {
 step binaries test -x "$VMLAB_BIN/iser-attach"
 step rxe-up rxe_up
 step ublk-load ublk_load
-step lio-target env LIO_WCE=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" file:128' "$iqn"
+step lio-target env LIO_WCE=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" file:128 file:64' "$iqn"
 mkdir -p "$mnt"
 dmesg0=$(dmesg | wc -l)
 
@@ -140,4 +144,27 @@ removed() {
 	! test -e /run/iser-attach/"$name".state || { echo "state file left"; return 1; }
 }
 step sigterm-unused-removes removed
+
+# (d) The state file names the LUN.
+other_lun() {
+	# shellcheck disable=SC2086
+	d0=$(iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab attach --daemon \
+		--frontend ublk --transport iser --portal $portal --target $iqn --lun 0 --name excl2) || return 1
+	p0=$(vol_status excl2 | jq -r .pid)
+	kill -9 "$p0"
+	sleep 1
+	if iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab attach --daemon --frontend ublk \
+		--transport iser --portal "$portal" --target "$iqn" --lun 1 --name excl2 2>/tmp/excl-other.err; then
+		echo "attach of another LUN took the device"
+		return 1
+	fi
+	cat /tmp/excl-other.err
+	grep -q "shows another LUN" /tmp/excl-other.err || return 1
+	test -b "$d0" || { echo "$d0 removed"; return 1; }
+	d1=$(iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab attach --daemon --frontend ublk \
+		--transport iser --portal "$portal" --target "$iqn" --lun 0 --name excl2) || return 1
+	[ "$d1" = "$d0" ] || { echo "LUN 0 attached as $d1, not $d0"; return 1; }
+	iser-attach detach excl2
+}
+step other-lun-refused other_lun
 step lio-teardown lio_teardown
