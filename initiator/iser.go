@@ -435,8 +435,10 @@ func (d *ISERDatamover) releaseLocked(st *iserTask) {
 
 // TaskDone implements Datamover. After a SCSI Response the target is done
 // with the buffer: read data is copied out of a bounce slot and the slot
-// reused. Without one (an aborted task) the slot is kept out of use until
-// teardown, so a late RDMA WRITE cannot land in a reused buffer.
+// reused. Without one the slot is kept out of use until teardown, so a late
+// RDMA WRITE cannot land in a reused buffer, unless a completed task
+// management function ended the task (its response came after the task's
+// RDMA on the same RC connection): then the slot is reused, uncopied.
 func (d *ISERDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
 	st, _ := t.dm.(*iserTask)
@@ -447,7 +449,13 @@ func (d *ISERDatamover) TaskDone(t *Task) {
 	delete(d.tasks, t.ITT)
 	responded := st.responded
 	d.mu.Unlock()
-	if !responded || st.slot < 0 {
+	if st.slot < 0 || !responded && !t.ended {
+		return
+	}
+	if !responded {
+		d.mu.Lock()
+		d.releaseLocked(st)
+		d.mu.Unlock()
 		return
 	}
 	if len(t.Read) > 0 {

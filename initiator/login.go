@@ -22,7 +22,9 @@ type LoginConfig struct {
 	ISID ISID
 	TSIH uint16
 	CID  uint16
-	// CHAP, when set, requires CHAP authentication.
+	// CHAP, when set, requires CHAP authentication; a discovery session
+	// with one-way credentials offers CHAP,None instead, so a portal that
+	// does not authenticate discovery still answers (see offerAuth).
 	CHAP *CHAPCredentials
 	// Want holds the operational values to offer.
 	Want Params
@@ -45,6 +47,9 @@ type LoginError struct {
 	Class, Detail uint8
 	// Redirect holds the TargetAddress of a redirection (class 1).
 	Redirect string
+	// Initiator is the InitiatorName the login offered; the message names
+	// it when the target refused that initiator (detail 1 or 2 of class 2).
+	Initiator string
 }
 
 var loginStatus = map[uint16]string{
@@ -75,6 +80,9 @@ func (e *LoginError) Error() string {
 	msg := fmt.Sprintf("login rejected: %s (status class 0x%02x detail 0x%02x)", s, e.Class, e.Detail)
 	if e.Redirect != "" {
 		msg += " to " + e.Redirect
+	}
+	if e.Class == 2 && (e.Detail == 1 || e.Detail == 2) && e.Initiator != "" {
+		msg += "; initiator name " + e.Initiator
 	}
 	return msg
 }
@@ -191,7 +199,7 @@ func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (
 			return nil, nil, fmt.Errorf("login: %w", err)
 		}
 		if resp.StatusClass != 0 {
-			le := &LoginError{Class: resp.StatusClass, Detail: resp.StatusDetail}
+			le := &LoginError{Class: resp.StatusClass, Detail: resp.StatusDetail, Initiator: st.cfg.InitiatorName}
 			if kv, err := textkey.Parse(p.Data); err == nil {
 				le.Redirect, _ = textkey.Get(kv, "TargetAddress")
 			}
@@ -280,13 +288,19 @@ func (st *loginState) security() error {
 		}
 		return st.finishSecurity(resp, kv)
 	}
-	keys = append(keys, textkey.KV{Key: "AuthMethod", Value: "CHAP"})
-	_, kv, err := st.exchange(StageSecurity, StageOperational, false, keys)
+	offer := st.offerAuth()
+	keys = append(keys, textkey.KV{Key: "AuthMethod", Value: offer})
+	resp, kv, err := st.exchange(StageSecurity, StageOperational, false, keys)
 	if err != nil {
 		return err
 	}
 	st.declared(kv)
-	if am, _ := textkey.Get(kv, "AuthMethod"); am != "CHAP" {
+	am, _ := textkey.Get(kv, "AuthMethod")
+	if am == "None" && offer != "CHAP" {
+		// A discovery portal that does not authenticate.
+		return st.finishSecurity(resp, kv)
+	}
+	if am != "CHAP" {
 		return fmt.Errorf("login: target refused CHAP (AuthMethod=%q): %w", am, ErrAuthFailed)
 	}
 	x := &chapExchange{creds: st.cfg.CHAP}
@@ -312,7 +326,7 @@ func (st *loginState) security() error {
 	for _, p := range ans {
 		out = append(out, textkey.KV{Key: p[0], Value: p[1]})
 	}
-	resp, kv, err := st.exchange(StageSecurity, StageOperational, true, out)
+	resp, kv, err = st.exchange(StageSecurity, StageOperational, true, out)
 	if errors.As(err, &le) && le.Class == 2 && x.alg == CHAPSHA256 && len(x.creds.algorithms()) > 1 {
 		// tgt (through 1.0.97) means SHA-1 by CHAP_A=7, which IANA and
 		// LIO give to SHA-256: a response refused under 7 is ambiguous.
@@ -337,6 +351,19 @@ func (st *loginState) security() error {
 		}
 	}
 	return st.finishSecurity(resp, kv)
+}
+
+// offerAuth is the AuthMethod offer of a login with credentials. A normal
+// session offers CHAP only: the target must authenticate us, never
+// downgraded to None. A discovery session offers CHAP,None (as open-iscsi
+// does), so one set of credentials discovers on portals that authenticate
+// discovery and on those that do not; with mutual CHAP it still offers CHAP
+// only, as the target must prove itself.
+func (st *loginState) offerAuth() string {
+	if st.cfg.Discovery && len(st.cfg.CHAP.MutualSecret) == 0 {
+		return "CHAP,None"
+	}
+	return "CHAP"
 }
 
 // finishSecurity waits, if needed, for the target to leave the security stage.

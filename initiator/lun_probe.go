@@ -14,14 +14,9 @@ func (l *LUN) probe(ctx context.Context) error {
 	if _, err := l.exec(ctx, scsi.TestUnitReady(), nil, nil); err != nil {
 		return notFound(err)
 	}
-	buf := make([]byte, 255)
-	r, err := l.exec(ctx, scsi.Inquiry(uint16(len(buf))), buf, nil)
+	inq, err := l.inquiry(ctx)
 	if err != nil {
-		return notFound(err)
-	}
-	inq, err := scsi.ParseInquiry(buf[:r.Transferred(len(buf))])
-	if err != nil {
-		return fmt.Errorf("INQUIRY: %w", err)
+		return err
 	}
 	if !inq.Connected() {
 		return fmt.Errorf("%w (peripheral qualifier %d)", ErrLUNNotFound, inq.PeripheralQualifier)

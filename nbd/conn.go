@@ -34,6 +34,9 @@ type conn struct {
 	stopping atomic.Bool
 	stopCh   chan struct{} // closed when the reader must stop
 
+	wdMu sync.Mutex // orders armWrite against hardStop
+	hard bool       // hardStop ran: its short write deadline stays
+
 	// Transmission phase.
 	exp     *Export
 	geo     geometry
@@ -82,7 +85,20 @@ func (c *conn) stopReading() {
 // the remaining replies.
 func (c *conn) hardStop() {
 	c.stopReading()
+	c.wdMu.Lock()
+	defer c.wdMu.Unlock()
+	c.hard = true
 	c.nc.SetWriteDeadline(time.Now().Add(closeWriteGrace))
+}
+
+// armWrite gives the next reply IOTimeout to reach the socket, unless
+// hardStop already set its shorter grace.
+func (c *conn) armWrite() {
+	c.wdMu.Lock()
+	defer c.wdMu.Unlock()
+	if !c.hard {
+		c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.IOTimeout))
+	}
 }
 
 // serve runs the connection to its end and closes the socket.

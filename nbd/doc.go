@@ -50,10 +50,23 @@
 //     reply.
 //
 // The reader takes a slot from a per-connection budget of
-// Options.MaxInFlight requests and Options.MaxInFlightBytes payload bytes
-// before it reads a WRITE payload or starts a worker; the writer returns the
-// slot once the reply is on the wire. A full budget therefore stops the
-// reader, and TCP flow control pushes back on the client.
+// Options.MaxInFlight requests, and the request's payload bytes from a
+// server-wide budget of Options.MaxInFlightBytes, before it allocates a
+// buffer, reads a WRITE payload or starts a worker; the writer returns both
+// once the reply is on the wire. A full budget therefore stops the reader,
+// and TCP flow control pushes back on the client.
+//
+// # Limits against hostile or broken clients
+//
+// NBD has no authentication, so whoever can connect can also try to pin
+// the server's memory. Serve keeps at most Options.MaxConns connections and
+// closes any further one at once (one warning each). The handshake must end
+// within Options.HandshakeTimeout. In the transmission phase an idle
+// connection may wait for ever, but once a WRITE header has arrived its
+// payload must follow within Options.IOTimeout, and each reply must be
+// taken by the client within it; otherwise the connection is closed. With
+// payload bytes bounded server-wide, the memory held for requests never
+// exceeds MaxInFlightBytes however many clients send large headers.
 //
 // # Shutdown order
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"syscall"
@@ -38,6 +39,33 @@ func Listen(spec string) (net.Listener, error) {
 		return l, nil
 	}
 	return nil, fmt.Errorf("nbd listen %q: unknown network %q, want unix or tcp", spec, kind)
+}
+
+// Loopback reports whether the listener spec (as for Listen) only accepts
+// connections from this host: any unix: socket, and a tcp: address whose
+// host is a loopback IP address or "localhost". An empty host, 0.0.0.0,
+// :: and every other name or address are reachable from other hosts. A
+// malformed spec is an error.
+func Loopback(spec string) (bool, error) {
+	kind, addr, ok := strings.Cut(spec, ":")
+	if !ok || addr == "" {
+		return false, fmt.Errorf("nbd listen %q: want unix:PATH or tcp:HOST:PORT", spec)
+	}
+	switch kind {
+	case "unix":
+		return true, nil
+	case "tcp":
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return false, fmt.Errorf("nbd listen %q: %w", spec, err)
+		}
+		if strings.EqualFold(host, "localhost") {
+			return true, nil
+		}
+		ip, err := netip.ParseAddr(host)
+		return err == nil && ip.Unmap().IsLoopback(), nil
+	}
+	return false, fmt.Errorf("nbd listen %q: unknown network %q, want unix or tcp", spec, kind)
 }
 
 // removeStaleSocket deletes path if it is a socket nobody listens on.

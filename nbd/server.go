@@ -28,11 +28,24 @@ type Options struct {
 	// between reading and replying; the server stops reading from the
 	// socket when it is reached. Default 128.
 	MaxInFlight int
-	// MaxInFlightBytes bounds the READ/WRITE payload bytes held per
-	// connection. Default 64 MiB; at least 32 MiB (one maximum request).
+	// MaxInFlightBytes bounds the READ/WRITE payload bytes the whole
+	// server holds at once (a WRITE's payload from its header until its
+	// reply is sent, a READ's reply buffer likewise). A connection whose
+	// next request would exceed it stops reading until enough is released.
+	// Default 64 MiB; at least 32 MiB (one maximum request).
 	MaxInFlightBytes int64
+	// MaxConns bounds the connections Serve has open at once, over all
+	// listeners; Serve closes any connection beyond it at once, before the
+	// greeting. Connections from ServeTransmission do not count. Default 64.
+	MaxConns int
 	// HandshakeTimeout bounds option haggling. Default 30s.
 	HandshakeTimeout time.Duration
+	// IOTimeout bounds how long one request's data may take to cross the
+	// socket in the transmission phase: a WRITE payload must arrive within
+	// it once its header has, and a reply must be taken by the client
+	// within it. A connection that misses it is closed. Idle connections
+	// (between requests) have no deadline. Default 30s.
+	IOTimeout time.Duration
 	// Logger receives connection events and backend errors. The zero
 	// Logger discards everything.
 	Logger zerolog.Logger
@@ -41,7 +54,9 @@ type Options struct {
 const (
 	defaultMaxInFlight      = 128
 	defaultMaxInFlightBytes = 64 << 20
+	defaultMaxConns         = 64
 	defaultHandshakeTimeout = 30 * time.Second
+	defaultIOTimeout        = 30 * time.Second
 	// closeWriteGrace is how long Close lets the reply writer try to
 	// deliver the replies of cancelled requests before it gives up on a
 	// client that does not read.
@@ -66,7 +81,10 @@ type Server struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	accepted  int            // live connections from Serve, against MaxConns
 	wg        sync.WaitGroup // one per live connection goroutine
+
+	bytes *byteBudget // payload bytes in flight, over all connections
 }
 
 // NewServer checks the exports and returns a server for them. Export names
@@ -100,8 +118,14 @@ func NewServer(exports []Export, opts Options) (*Server, error) {
 		opts.MaxInFlightBytes = defaultMaxInFlightBytes
 	}
 	opts.MaxInFlightBytes = max(opts.MaxInFlightBytes, maxPayload)
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = defaultMaxConns
+	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if opts.IOTimeout <= 0 {
+		opts.IOTimeout = defaultIOTimeout
 	}
 	s := &Server{
 		exports:   append([]Export(nil), exports...),
@@ -109,6 +133,7 @@ func NewServer(exports []Export, opts Options) (*Server, error) {
 		log:       opts.Logger,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		bytes:     newByteBudget(opts.MaxInFlightBytes),
 	}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -190,14 +215,23 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			return fmt.Errorf("nbd accept on %s: %w", l.Addr(), err)
 		}
 		delay = 0
-		c := newConn(s, serveCtx, nc)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			nc.Close()
 			return ErrServerClosed
 		}
+		if s.accepted >= s.opts.MaxConns {
+			s.mu.Unlock()
+			// NBD has no way to refuse before the greeting: close.
+			s.log.Warn().Str("remote", nc.RemoteAddr().String()).Int("max_conns", s.opts.MaxConns).
+				Msg("nbd connection refused: connection limit reached")
+			nc.Close()
+			continue
+		}
+		c := newConn(s, serveCtx, nc)
 		s.conns[c] = struct{}{}
+		s.accepted++
 		s.wg.Add(1)
 		conns.Add(1)
 		s.mu.Unlock()
@@ -208,6 +242,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			s.accepted--
 			s.mu.Unlock()
 		}()
 	}

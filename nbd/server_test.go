@@ -190,3 +190,29 @@ func TestServeAfterClose(t *testing.T) {
 		t.Fatalf("Shutdown after Close: %v", err)
 	}
 }
+
+func TestLoopback(t *testing.T) {
+	for spec, want := range map[string]bool{
+		"unix:/run/x.sock":         true,
+		"tcp:127.0.0.1:10809":      true,
+		"tcp:127.1.2.3:0":          true,
+		"tcp:[::1]:10809":          true,
+		"tcp:[::ffff:127.0.0.1]:1": true,
+		"tcp:localhost:10809":      true,
+		"tcp::10809":               false,
+		"tcp:0.0.0.0:10809":        false,
+		"tcp:[::]:10809":           false,
+		"tcp:192.168.1.5:10809":    false,
+		"tcp:nbd.example:10809":    false,
+	} {
+		got, err := Loopback(spec)
+		if err != nil || got != want {
+			t.Errorf("Loopback(%q) = %v, %v; want %v", spec, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "tcp", "tcp:", "tcp:1.2.3.4", "udp:1.2.3.4:5"} {
+		if _, err := Loopback(bad); err == nil {
+			t.Errorf("Loopback(%q) accepted a malformed spec", bad)
+		}
+	}
+}

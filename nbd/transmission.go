@@ -4,16 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
 )
 
 // transmit runs the transmission phase. The calling goroutine reads
 // requests; each valid request runs on a worker goroutine (kept for the
 // connection's life and reused, at most MaxInFlight of them); one writer
 // goroutine serialises the replies. transmit returns after the client sent
-// NBD_CMD_DISC (nil), went away, broke the protocol, or the server stopped,
-// and only once every worker and the writer have finished.
+// NBD_CMD_DISC (nil), went away, broke the protocol, missed IOTimeout, or
+// the server stopped, and only once every worker and the writer have
+// finished.
 func (c *conn) transmit() error {
-	c.budget = newBudget(c.srv.opts.MaxInFlight, c.srv.opts.MaxInFlightBytes)
+	c.budget = newBudget(c.srv.opts.MaxInFlight)
 	// Every reply holds a budget slot until the writer has sent it, so the
 	// channel never holds more than MaxInFlight replies and sends never
 	// block.
@@ -36,10 +39,16 @@ func (c *conn) transmit() error {
 	return werr
 }
 
-// readRequests is the reader loop.
+// readRequests is the reader loop. Between requests it waits without a
+// deadline: an idle client is not an error.
 func (c *conn) readRequests() error {
 	var hb [requestHeaderLen]byte
 	for {
+		// A stop whose past deadline readPayload cleared again is seen
+		// here rather than lost.
+		if c.stopping.Load() {
+			return nil
+		}
 		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
 			if c.stopping.Load() || errors.Is(err, io.EOF) {
 				return nil // server stop, or client hung up between requests
@@ -71,16 +80,25 @@ func (c *conn) accept(req request) error {
 	if errno == 0 && (req.Type == cmdRead || req.Type == cmdWrite) {
 		cost = int64(req.Length)
 	}
-	// Wait for a slot before reading the payload: this is the backpressure
-	// that bounds memory and in-flight requests.
-	if !c.budget.acquire(cost, c.stopCh) {
+	// Wait for a request slot and for the payload bytes before reading the
+	// payload or allocating its buffer: this is the backpressure that
+	// bounds memory and in-flight requests.
+	if !c.budget.acquire(c.stopCh) {
+		return errStopped
+	}
+	if !c.srv.bytes.acquire(cost, c.stopCh) {
+		c.budget.release()
 		return errStopped
 	}
 	if errno != 0 {
 		if req.hasPayload() {
 			// Stay in step with the stream: consume and drop the payload.
-			if _, err := io.CopyN(io.Discard, c.br, int64(req.Length)); err != nil {
-				c.budget.release(cost)
+			err := c.readPayload(req, func() error {
+				_, err := io.CopyN(io.Discard, c.br, int64(req.Length))
+				return err
+			})
+			if err != nil {
+				c.budget.release()
 				return fmt.Errorf("skip payload of rejected write: %w", err)
 			}
 		}
@@ -90,15 +108,24 @@ func (c *conn) accept(req request) error {
 		return nil
 	}
 	var buf *[]byte
-	if cost > 0 {
-		buf = getBuf(int(req.Length))
-	}
 	if req.hasPayload() {
-		if _, err := io.ReadFull(c.br, *buf); err != nil {
+		err := c.readPayload(req, func() error {
+			// Allocate only once the payload has started to arrive.
+			if _, err := c.br.Peek(1); err != nil {
+				return err
+			}
+			buf = getBuf(int(req.Length))
+			_, err := io.ReadFull(c.br, *buf)
+			return err
+		})
+		if err != nil {
 			putBuf(buf)
-			c.budget.release(cost)
+			c.srv.bytes.release(cost)
+			c.budget.release()
 			return fmt.Errorf("read write payload: %w", err)
 		}
+	} else if cost > 0 {
+		buf = getBuf(int(req.Length))
 	}
 	c.workers.Add(1)
 	j := job{req: req, buf: buf, cost: cost}
@@ -108,6 +135,24 @@ func (c *conn) accept(req request) error {
 		go c.worker(j) // owned by the connection: transmit waits, then closes jobs
 	}
 	return nil
+}
+
+// readPayload runs read, which consumes req's payload, under a read
+// deadline of IOTimeout: a client that announced a payload must send it.
+func (c *conn) readPayload(req request, read func() error) error {
+	c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IOTimeout))
+	// The flag is checked after the deadline is set, so a concurrent
+	// stopReading (flag, then past deadline) is never overridden unseen.
+	if c.stopping.Load() {
+		return errStopped
+	}
+	err := read()
+	c.nc.SetReadDeadline(time.Time{}) // readRequests checks the flag next
+	if err != nil && !c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("payload of %d bytes (handle %d) not received within %v: %w",
+			req.Length, req.Handle, c.srv.opts.IOTimeout, err)
+	}
+	return err
 }
 
 // job is one accepted request for a worker.
@@ -199,7 +244,8 @@ func (c *conn) execute(req request, buf *[]byte) error {
 
 // writeReplies is the writer loop: the only goroutine that writes to the
 // socket in the transmission phase. It batches replies in the bufio.Writer
-// and flushes whenever the queue is empty. After a write error it keeps
+// and flushes whenever the queue is empty. Each reply must reach the socket
+// within IOTimeout (armWrite). After a write error it keeps
 // draining the queue (recycling buffers, returning budget) so workers never
 // block, and stops the reader.
 func (c *conn) writeReplies() error {
@@ -207,6 +253,7 @@ func (c *conn) writeReplies() error {
 	var hdr [replyHeaderLen]byte
 	for r := range c.replies {
 		if werr == nil {
+			c.armWrite()
 			putSimpleReply(hdr[:], r.errno, r.handle)
 			_, werr = c.bw.Write(hdr[:])
 			if werr == nil && r.errno == 0 && len(r.data) > 0 {
@@ -216,12 +263,16 @@ func (c *conn) writeReplies() error {
 				werr = c.bw.Flush()
 			}
 			if werr != nil {
+				if errors.Is(werr, os.ErrDeadlineExceeded) && !c.stopping.Load() {
+					werr = fmt.Errorf("client did not take a reply within %v: %w", c.srv.opts.IOTimeout, werr)
+				}
 				werr = fmt.Errorf("write reply: %w", werr)
 				c.stopReading()
 			}
 		}
 		putBuf(r.buf)
-		c.budget.release(r.cost)
+		c.srv.bytes.release(r.cost)
+		c.budget.release()
 	}
 	if werr == nil {
 		if werr = c.bw.Flush(); werr != nil {

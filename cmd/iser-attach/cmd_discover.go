@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -16,16 +18,14 @@ func discoverCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "discover",
 		Usage:     "list the targets a portal offers (SendTargets=All over iSCSI/TCP)",
-		ArgsUsage: "PORTAL",
+		ArgsUsage: "[PORTAL]",
 		Flags: append([]cli.Flag{
+			&cli.StringSliceFlag{Name: "portal", Usage: "discovery portal: host, host:port or [v6]:port, as PORTAL; repeat to discover on each"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second},
 		}, authFlags()...),
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return fmt.Errorf("discover: expected one PORTAL argument, got %d", c.NArg())
-			}
-			addr, err := portalAddr(c.Args().First())
+		Action: withInterspersedFlags(func(c *cli.Context) error {
+			portals, err := discoveryPortals(c.Args().Slice(), c.StringSlice("portal"))
 			if err != nil {
 				return err
 			}
@@ -37,34 +37,58 @@ func discoverCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := timeoutContext(c, c.Duration("timeout"))
+			ctx, cancel := timeoutContext(c, c.Duration("timeout")*time.Duration(len(portals)))
 			defer cancel()
-			targets, err := discovery.SendTargets(ctx, discovery.Config{
-				Portal: addr, InitiatorName: name, CHAP: creds, Logger: logger,
-			})
+			var found [][]discovery.Target
+			var errs []error
+			for _, addr := range portals {
+				pctx, pcancel := context.WithTimeout(ctx, c.Duration("timeout"))
+				targets, err := discovery.SendTargets(pctx, discovery.Config{
+					Portal: addr, InitiatorName: name, CHAP: creds, Logger: logger,
+				})
+				pcancel()
+				if err != nil {
+					if len(portals) > 1 {
+						logger.Error().Err(err).Str("portal", addr).Msg("discovery failed")
+					}
+					errs = append(errs, err)
+					continue
+				}
+				found = append(found, withDiscoveryPortal(targets, addr))
+			}
+			if len(errs) == len(portals) {
+				return errors.Join(errs...)
+			}
+			targets := mergeTargets(found)
+			if c.Bool("json") {
+				err = printDiscoveryJSON(targets)
+			} else {
+				err = printDiscoveryTable(targets)
+			}
 			if err != nil {
 				return err
 			}
-			if c.Bool("json") {
-				return printDiscoveryJSON(targets)
+			if len(errs) > 0 {
+				return fmt.Errorf("discovery failed on %d of %d portals: %w", len(errs), len(portals), errors.Join(errs...))
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TARGET\tPORTAL\tTPGT")
-			for _, t := range targets {
-				if len(t.Portals) == 0 {
-					fmt.Fprintf(tw, "%s\t%s\t-\n", t.Name, addr)
-				}
-				for _, p := range t.Portals {
-					tag := "-"
-					if p.GroupTag >= 0 {
-						tag = fmt.Sprint(p.GroupTag)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, p, tag)
-				}
-			}
-			return tw.Flush()
-		},
+			return nil
+		}),
 	}
+}
+
+func printDiscoveryTable(targets []discovery.Target) error {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tPORTAL\tTPGT")
+	for _, t := range targets {
+		for _, p := range t.Portals {
+			tag := "-"
+			if p.GroupTag >= 0 {
+				tag = fmt.Sprint(p.GroupTag)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, p, tag)
+		}
+	}
+	return tw.Flush()
 }
 
 type discoveredJSON struct {

@@ -8,22 +8,32 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
 func infoCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "info",
-		Usage: "log in and describe a LUN: size, block size, vendor, product, WWN, write cache, thin provisioning",
+		Usage: "log in and list the target's LUNs, or with --lun describe one: size, block size, vendor, product, WWN, write cache, thin provisioning",
 		Flags: append(targetFlags(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
 		Action: func(c *cli.Context) error {
 			ctx, cancel := timeoutContext(c, c.Duration("login-timeout")+15*time.Second)
 			defer cancel()
-			l, err := openLUNFromFlags(ctx, c)
+			sp, err := specFromFlags(c)
+			if err != nil {
+				return err
+			}
+			if sp.AnyLUN {
+				return listLUNs(ctx, sp, c.Bool("json"))
+			}
+			l, err := openLUN(ctx, sp)
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			info := lunJSON(l)
+			info := lunJSON(l, sp.InitiatorName)
 			if c.Bool("json") {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
@@ -33,7 +43,9 @@ func infoCommand() *cli.Command {
 			fmt.Fprintf(tw, "target\t%s\n", info.Target)
 			fmt.Fprintf(tw, "portal\t%s\n", info.Portal)
 			fmt.Fprintf(tw, "transport\t%s\n", info.Transport)
+			fmt.Fprintf(tw, "initiator\t%s\n", info.Initiator)
 			fmt.Fprintf(tw, "lun\t%d\n", info.LUN)
+			fmt.Fprintf(tw, "type\t%s\n", info.Type)
 			fmt.Fprintf(tw, "size\t%d bytes (%s)\n", info.Size, humanBytes(info.Size))
 			fmt.Fprintf(tw, "logical block size\t%d\n", info.BlockSize)
 			fmt.Fprintf(tw, "physical block size\t%d\n", info.PhysicalBlockSize)
@@ -56,7 +68,9 @@ type lunInfoJSON struct {
 	Target            string `json:"target"`
 	Portal            string `json:"portal"`
 	Transport         string `json:"transport"`
+	Initiator         string `json:"initiator"`
 	LUN               uint16 `json:"lun"`
+	Type              string `json:"type"`
 	Size              int64  `json:"size"`
 	BlockSize         uint32 `json:"block_size"`
 	PhysicalBlockSize uint32 `json:"physical_block_size"`
@@ -71,17 +85,23 @@ type lunInfoJSON struct {
 	ThinProvisioned   bool   `json:"thin_provisioned"`
 	Unmap             bool   `json:"unmap"`
 	MaxTransfer       uint32 `json:"max_transfer"`
+	// Error is why a disk LUN could not be opened (info without --lun).
+	Error string `json:"error,omitempty"`
 }
 
-func lunJSON(l *lunConn) lunInfoJSON {
-	i := l.Info()
-	st := l.nx.Status()
+func lunJSON(l *lunConn, initiatorName string) lunInfoJSON {
+	return infoJSON(l.nx, initiatorName, scsi.TypeDisk, l.Info(), l.MaxTransfer())
+}
+
+func infoJSON(nx *initiator.Nexus, initiatorName string, typ scsi.DeviceType, i initiator.LUNInfo, maxTransfer uint32) lunInfoJSON {
+	st := nx.Status()
 	return lunInfoJSON{
-		Target: l.nx.TargetName(), Portal: st.Portal, Transport: st.Transport, LUN: i.Number,
+		Target: nx.TargetName(), Portal: st.Portal, Transport: st.Transport, Initiator: initiatorName,
+		LUN: i.Number, Type: typ.String(),
 		Size: i.Size(), BlockSize: i.BlockSize, PhysicalBlockSize: i.PhysicalBlockSize,
 		Vendor: i.Vendor, Product: i.Product, Revision: i.Revision, Serial: i.Serial, WWN: i.WWN,
 		WriteCache: i.WriteCache, FUA: i.FUA, WriteProtected: i.WriteProtected,
-		ThinProvisioned: i.ThinProvisioned, Unmap: i.Unmap, MaxTransfer: l.MaxTransfer(),
+		ThinProvisioned: i.ThinProvisioned, Unmap: i.Unmap, MaxTransfer: maxTransfer,
 	}
 }
 

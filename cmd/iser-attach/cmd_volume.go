@@ -74,6 +74,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nop-interval", Value: d.NOPInterval, Usage: "NOP-Out ping interval when idle (0: off)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: d.NOPTimeout, Usage: "time a NOP-Out ping may take"},
 		&cli.DurationFlag{Name: "login-timeout", Value: d.LoginTimeout, Usage: "time allowed for connecting and logging in"},
+		&cli.DurationFlag{Name: "command-timeout", Value: d.CommandTimeout, Usage: "time a SCSI command may go without status before it is aborted"},
 		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues"},
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
@@ -103,6 +104,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg.QueueDepth = c.Int("queue-depth")
 	cfg.ReplacementTimeout, cfg.NOPInterval = c.Duration("replacement-timeout"), c.Duration("nop-interval")
 	cfg.NOPTimeout, cfg.LoginTimeout = c.Duration("nop-timeout"), c.Duration("login-timeout")
+	cfg.CommandTimeout = c.Duration("command-timeout")
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")

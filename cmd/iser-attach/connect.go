@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/iser-attach/iser-attach/discovery"
@@ -17,13 +18,14 @@ func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (port 3260 by default); repeat for more portals, tried in turn on recovery"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN"},
-		&cli.UintFlag{Name: "lun", Value: 0, Usage: "logical unit number (tgt numbers its backing stores from 1)"},
+		&cli.UintFlag{Name: "lun", Usage: "logical unit number (default: the target's lowest-numbered disk; tgt's LUN 0 is its controller)"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
 		&cli.IntFlag{Name: "queue-depth", Value: 128, Usage: "SCSI commands in flight"},
 		&cli.DurationFlag{Name: "login-timeout", Value: 15 * time.Second, Usage: "time allowed for connecting and logging in"},
 		&cli.DurationFlag{Name: "replacement-timeout", Value: initiator.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on)"},
 		&cli.DurationFlag{Name: "nop-interval", Value: 5 * time.Second, Usage: "NOP-Out keepalive interval on an idle connection (0 disables)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: 5 * time.Second, Usage: "time allowed for the NOP-In answer before the connection counts as lost"},
+		&cli.DurationFlag{Name: "command-timeout", Value: initiator.DefaultCommandTimeout, Usage: "time a SCSI command may go without status (or wait for a closed CmdSN window) before it is aborted, then the LUN reset, then the session dropped and the command reissued"},
 	}, authFlags()...)
 }
 
@@ -34,6 +36,7 @@ type lunSpec struct {
 	Portals       []string // host:port
 	Target        string
 	LUN           uint16
+	AnyLUN        bool // no LUN given: the lowest-numbered disk (pickLUN)
 	Transport     string
 	QueueDepth    int
 	InitiatorName string
@@ -41,6 +44,8 @@ type lunSpec struct {
 	LoginTimeout  time.Duration
 	// ReplacementTimeout, NOPInterval, NOPTimeout: see targetFlags.
 	ReplacementTimeout, NOPInterval, NOPTimeout time.Duration
+	// CommandTimeout: see targetFlags.
+	CommandTimeout time.Duration
 }
 
 // portalAddr parses a PORTAL argument into host:port.
@@ -60,9 +65,13 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if c.String("target") == "" {
 		return nil, errors.New("--target is required")
 	}
+	if err := initiator.CheckName(c.String("target")); err != nil {
+		return nil, fmt.Errorf("--target: %w", err)
+	}
 	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: c.Int("queue-depth"),
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: c.Duration("replacement-timeout"),
-		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout")}
+		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout"),
+		CommandTimeout: c.Duration("command-timeout")}
 	for _, p := range c.StringSlice("portal") {
 		addr, err := portalAddr(p)
 		if err != nil {
@@ -74,9 +83,12 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if n > 16383 {
 		return nil, fmt.Errorf("--lun %d: at most 16383", n)
 	}
-	sp.LUN = uint16(n)
+	sp.LUN, sp.AnyLUN = uint16(n), !c.IsSet("lun")
 	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {
 		return nil, errors.New("--replacement-timeout and --nop-interval must not be negative, --nop-timeout must be positive")
+	}
+	if sp.CommandTimeout <= 0 {
+		return nil, fmt.Errorf("--command-timeout %v: must be positive", sp.CommandTimeout)
 	}
 	var err error
 	if sp.InitiatorName, err = initiatorName(c.String("initiator-name")); err != nil {
@@ -98,11 +110,36 @@ type lunConn struct {
 func (l *lunConn) Close() error { return l.nx.Close() }
 
 // openLUN logs in to the spec's target (trying its portals in turn) and
-// opens its LUN. The nexus reinstates the session when it is lost; with a
+// opens its LUN, or without one its first disk (pickLUN). The nexus reinstates the session when it is lost; with a
 // volume name its ISID comes from the name, so a restarted attach
 // reinstates the session its predecessor left.
 func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
-	log := logger.With().Str("target", sp.Target).Uint16("lun", sp.LUN).Logger()
+	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
+	defer cancel()
+	nx, log, err := loginSpec(lctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	st := nx.Status()
+	n, err := pickLUN(lctx, nx, sp, log)
+	if err != nil {
+		nx.Close()
+		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
+	}
+	l, err := initiator.OpenLUN(lctx, nx, n)
+	if err != nil {
+		nx.Close()
+		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
+	}
+	return &lunConn{LUN: l, nx: nx}, nil
+}
+
+// loginSpec logs in to the spec's target, trying its portals in turn.
+func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Logger, error) {
+	log := logger.With().Str("target", sp.Target).Logger()
+	if !sp.AnyLUN {
+		log = log.With().Uint16("lun", sp.LUN).Logger()
+	}
 	if sp.Volume != "" {
 		log = log.With().Str("volume", sp.Volume).Logger()
 	}
@@ -114,8 +151,6 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 	if nop == 0 {
 		nop = -1 // SessionConfig: negative disables
 	}
-	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
-	defer cancel()
 	nx, err := initiator.DialNexus(lctx, initiator.NexusConfig{
 		Portals: sp.Portals,
 		Dial:    initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
@@ -126,26 +161,22 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 				ISID:          isid,
 				CHAP:          sp.CHAP,
 			},
-			QueueDepth:  sp.QueueDepth,
-			NOPInterval: nop,
-			NOPTimeout:  sp.NOPTimeout,
-			Logger:      log,
+			QueueDepth:     sp.QueueDepth,
+			NOPInterval:    nop,
+			NOPTimeout:     sp.NOPTimeout,
+			CommandTimeout: sp.CommandTimeout,
+			Logger:         log,
 		},
 		ReplacementTimeout: sp.ReplacementTimeout,
 		LoginTimeout:       sp.LoginTimeout,
 		Logger:             log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, log, err
 	}
 	st := nx.Status()
 	log.Info().Str("portal", st.Portal).Str("transport", st.Transport).Msg("logged in")
-	l, err := initiator.OpenLUN(lctx, nx, sp.LUN)
-	if err != nil {
-		nx.Close()
-		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
-	}
-	return &lunConn{LUN: l, nx: nx}, nil
+	return nx, log, nil
 }
 
 // openLUNFromFlags is openLUN for the commands that take targetFlags only.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/iser-attach/iser-attach/initiator"
 )
 
 const (
@@ -16,16 +18,22 @@ const (
 )
 
 // initiatorName returns the flag's value, open-iscsi's InitiatorName, or a
-// generated IQN kept under /var/lib/iser-attach so it stays the same.
+// generated IQN kept under /var/lib/iser-attach so it stays the same. A
+// name that is not an iSCSI name (initiator.CheckName) is an error.
 func initiatorName(flag string) (string, error) {
 	if flag != "" {
+		if err := initiator.CheckName(flag); err != nil {
+			return "", fmt.Errorf("--initiator-name: %w", err)
+		}
 		return flag, nil
 	}
-	if n := readNameFile(openISCSINameFile); n != "" {
-		return n, nil
-	}
-	if n := readNameFile(generatedNameFile); n != "" {
-		return n, nil
+	for _, file := range []string{openISCSINameFile, generatedNameFile} {
+		if n := readNameFile(file); n != "" {
+			if err := initiator.CheckName(n); err != nil {
+				return "", fmt.Errorf("InitiatorName in %s: %w", file, err)
+			}
+			return n, nil
+		}
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])

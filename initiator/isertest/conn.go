@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
@@ -204,6 +205,11 @@ func (c *Conn) deliver(msg []byte) {
 func (c *Conn) rdmaAccess(rkey uint32, va uint64, n int) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.disconnected || c.closed {
+		// The initiator's queue pair is in the error state: the target's
+		// RDMA operations fail.
+		return nil, rdma.ErrDisconnected
+	}
 	b, err := c.find(va, uint32(n), rkey, true)
 	if err != nil {
 		c.violate("target RDMA: %v", err)
@@ -288,6 +294,27 @@ type Target struct {
 	// Commands counts SCSI commands served; Immediate counts the bytes that
 	// came as immediate data.
 	Commands, Immediate int
+	trickle             time.Duration
+	swallow             int
+}
+
+// Swallow makes the target drop the next n SCSI commands without a
+// response or any data transfer (it still answers NOP-Outs and completes
+// task management requests).
+func (t *Target) Swallow(n int) {
+	t.mu.Lock()
+	t.swallow = n
+	t.mu.Unlock()
+}
+
+// SetTrickle makes the target a slow one: it RDMA-WRITEs read data in 4 KiB
+// pieces, one every d, and answers nothing else meanwhile (NOP-Outs wait),
+// sending the SCSI Response after the last piece. Once the initiator's
+// queue pair is in error the transfer stops and no response is sent.
+func (t *Target) SetTrickle(d time.Duration) {
+	t.mu.Lock()
+	t.trickle = d
+	t.mu.Unlock()
 }
 
 // Disk returns the RAM disk.
@@ -390,6 +417,10 @@ func (t *Target) login(b *initiator.BHS, data []byte) {
 func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 	var cmd initiator.SCSICommand
 	_ = cmd.Unmarshal(b)
+	if t.swallow > 0 {
+		t.swallow--
+		return
+	}
 	t.Commands++
 	t.Immediate += len(imm)
 	resp := initiator.SCSIResponse{ITT: cmd.ITT}
@@ -430,11 +461,17 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 			t.c.mu.Unlock()
 			return
 		}
-		dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA, n)
-		if err != nil {
-			return
+		if t.trickle > 0 {
+			if !t.trickleRead(h, t.disk[off:off+n]) {
+				return
+			}
+		} else {
+			dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA, n)
+			if err != nil {
+				return
+			}
+			copy(dst, t.disk[off:off+n])
 		}
-		copy(dst, t.disk[off:off+n])
 	}
 	resp.TargetSNs = t.sns()
 	t.reply(&resp, nil)
@@ -448,4 +485,19 @@ func decodeRW(cdb []byte) (lba uint64, blocks int, write, ok bool) {
 		return binary.BigEndian.Uint64(cdb[2:]), int(binary.BigEndian.Uint32(cdb[10:])), cdb[0] == 0x8a, true
 	}
 	return 0, 0, false, false
+}
+
+// trickleRead RDMA-WRITEs src piece by piece (SetTrickle); false when the
+// connection refused a piece.
+func (t *Target) trickleRead(h *initiator.ISERHeader, src []byte) bool {
+	for o := 0; o < len(src); o += 4096 {
+		time.Sleep(t.trickle)
+		l := min(4096, len(src)-o)
+		dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA+uint64(o), l)
+		if err != nil {
+			return false
+		}
+		copy(dst, src[o:o+l])
+	}
+	return true
 }

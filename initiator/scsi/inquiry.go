@@ -29,7 +29,7 @@ func (t DeviceType) String() string {
 	case TypeCDROM:
 		return "cd/dvd"
 	case TypeStorageArray:
-		return "storage array"
+		return "controller"
 	case TypeEnclosure:
 		return "enclosure"
 	case TypeWellKnownLU:

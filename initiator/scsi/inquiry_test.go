@@ -76,7 +76,7 @@ func TestParseInquiryShort(t *testing.T) {
 }
 
 func TestDeviceTypeString(t *testing.T) {
-	for typ, want := range map[DeviceType]string{TypeDisk: "disk", TypeStorageArray: "storage array", 0x11: "device type 0x11"} {
+	for typ, want := range map[DeviceType]string{TypeDisk: "disk", TypeStorageArray: "controller", 0x11: "device type 0x11"} {
 		if typ.String() != want {
 			t.Errorf("%d: %q, want %q", typ, typ.String(), want)
 		}

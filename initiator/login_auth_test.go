@@ -1,0 +1,108 @@
+package initiator_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/textkey"
+	"github.com/iser-attach/iser-attach/internal/tgttest"
+)
+
+// TestLoginAuthMethodOffer: with credentials, a normal session offers CHAP
+// only and fails against a target that picks None; a discovery session
+// offers CHAP,None and goes on without authentication when the portal picks
+// None, unless mutual CHAP asks the target to prove itself. The fake target
+// answers AuthMethod=None to any offer.
+func TestLoginAuthMethodOffer(t *testing.T) {
+	oneWay := &initiator.CHAPCredentials{User: "u", Secret: []byte("secret123456")}
+	mutual := &initiator.CHAPCredentials{User: "u", Secret: []byte("secret123456"), MutualUser: "t", MutualSecret: []byte("tsecret123456")}
+	cases := []struct {
+		name      string
+		discovery bool
+		creds     *initiator.CHAPCredentials
+		offer     string
+		ok        bool
+	}{
+		{"normal, no credentials", false, nil, "None", true},
+		{"normal, CHAP", false, oneWay, "CHAP", false},
+		{"normal, mutual CHAP", false, mutual, "CHAP", false},
+		{"discovery, no credentials", true, nil, "None", true},
+		{"discovery, CHAP", true, oneWay, "CHAP,None", true},
+		{"discovery, mutual CHAP", true, mutual, "CHAP", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var offers []string
+			h := func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+				if req.BHS.Opcode() == initiator.OpLoginReq {
+					kvs, _ := textkey.Parse(req.Data)
+					if v, ok := textkey.Get(kvs, "AuthMethod"); ok {
+						mu.Lock()
+						offers = append(offers, v)
+						mu.Unlock()
+					}
+					return tg.Login(req, iscsitest.LoginOptions{})
+				}
+				return tg.Good(req)
+			}
+			_, _, err := loginTo(t, h, func(cfg *initiator.SessionConfig) {
+				cfg.CHAP = c.creds
+				if c.discovery {
+					cfg.Discovery, cfg.TargetName = true, ""
+				}
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if len(offers) != 1 || offers[0] != c.offer {
+				t.Fatalf("AuthMethod offers %q, want [%s]", offers, c.offer)
+			}
+			if c.ok && err != nil {
+				t.Fatalf("login: %v", err)
+			}
+			if !c.ok && (!errors.Is(err, initiator.ErrAuthFailed) || !strings.Contains(err.Error(), "refused CHAP")) {
+				t.Fatalf("login = %v, want CHAP refused", err)
+			}
+		})
+	}
+}
+
+// TestLoginRefusalNamesInitiator: a login refused for authentication or
+// authorization says which initiator name was refused; other refusals do
+// not.
+func TestLoginRefusalNamesInitiator(t *testing.T) {
+	for _, c := range []struct {
+		detail uint8
+		words  string
+		named  bool
+	}{{1, "authentication failed", true}, {2, "authorization failure", true}, {3, "target not found", false}} {
+		_, _, err := loginTo(t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+			return tg.Login(req, iscsitest.LoginOptions{StatusClass: 2, StatusDetail: c.detail})
+		}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.words) {
+			t.Fatalf("detail %d: err = %v", c.detail, err)
+		}
+		if got := strings.Contains(err.Error(), "initiator name iqn.2026-11.test:init"); got != c.named {
+			t.Fatalf("detail %d: %q names the initiator: %v, want %v", c.detail, err, got, c.named)
+		}
+	}
+}
+
+// TestTgtdNormalLoginKeepsCHAP: credentials given for a target that does
+// not ask for CHAP fail the login rather than log in without it.
+func TestTgtdNormalLoginKeepsCHAP(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{IQN: "iqn.2026-11.test:open"})
+	_, err := tgtLogin(t, srv, "iqn.2026-11.test:open", func(cfg *initiator.SessionConfig) {
+		cfg.CHAP = &initiator.CHAPCredentials{User: "alice", Secret: []byte("alicesecret12")}
+	})
+	if !errors.Is(err, initiator.ErrAuthFailed) {
+		t.Fatalf("login with CHAP to a target without CHAP: %v", err)
+	}
+	if _, err := tgtLogin(t, srv, "iqn.2026-11.test:open", nil); err != nil {
+		t.Fatalf("login without credentials: %v", err)
+	}
+}
