@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -173,6 +174,9 @@ func TestServeMetrics(t *testing.T) {
 	if v := metricValue(t, after, "iser_attach_session_recoveries_total", vol); v != 0 {
 		t.Errorf("recoveries %v", v)
 	}
+	if v := metricValue(t, after, "iser_attach_command_timeouts_total", vol); v != 0 {
+		t.Errorf("command timeouts %v", v)
+	}
 	if !strings.Contains(logs.String(), "loopback_only=true") {
 		t.Errorf("the metrics address is not logged as loopback:\n%s", logs.String())
 	}
@@ -205,38 +209,64 @@ func busyPort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestServeMetricsSessionState: while tgtd hangs, the scraped session
-// state is recovering; once it answers again, attached, with a
-// recovery counted.
+// TestServeMetricsSessionState freezes tgtd for 4 s while qemu-io writes
+// through serve with the keepalive off: the command timeout (500 ms) ends
+// the hung session. The scraped session state shows recovering meanwhile;
+// afterwards attached, with a recovery and a command timeout counted, and
+// no write failed.
 func TestServeMetricsSessionState(t *testing.T) {
+	need(t, "qemu-io")
 	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
-	_, logs := startServe(t, srv, nil, "1", "--metrics-listen", "tcp:127.0.0.1:0",
-		"--nop-interval", "200ms", "--nop-timeout", "300ms", "--replacement-timeout", "60s")
+	uri, logs := startServe(t, srv, nil, "1", "--metrics-listen", "tcp:127.0.0.1:0",
+		"--nop-interval", "0", "--command-timeout", "500ms", "--replacement-timeout", "60s")
 	m := metricsURL.FindStringSubmatch(logs.String())
 	if m == nil {
 		t.Fatalf("no metrics URL logged:\n%s", logs.String())
 	}
 	url := m[1]
+	lun := map[string]string{"lun": "1"}
 	state := func(fams map[string]*dto.MetricFamily, s string) float64 {
 		return metricValue(t, fams, "iser_attach_session_state", map[string]string{"state": s})
 	}
 	recoveries := func(fams map[string]*dto.MetricFamily) float64 {
-		return metricValue(t, fams, "iser_attach_session_recoveries_total", map[string]string{"lun": "1"})
+		return metricValue(t, fams, "iser_attach_session_recoveries_total", lun)
+	}
+	timeouts := func(fams map[string]*dto.MetricFamily) float64 {
+		return metricValue(t, fams, "iser_attach_command_timeouts_total", lun)
 	}
 	fams := scrapeMetrics(t, url)
-	if state(fams, "attached") != 1 || recoveries(fams) != 0 {
-		t.Fatalf("before the stall: attached %v, recoveries %v", state(fams, "attached"), recoveries(fams))
+	if state(fams, "attached") != 1 || recoveries(fams) != 0 || timeouts(fams) != 0 {
+		t.Fatalf("before the stall: attached %v, recoveries %v, command timeouts %v",
+			state(fams, "attached"), recoveries(fams), timeouts(fams))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	stalled := make(chan error, 1)
 	go func() { stalled <- srv.Stall(ctx, 4*time.Second) }()
+	// Writes until the stall is over: one of them hangs in it.
+	stallOver := make(chan struct{})
+	writes := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			out, err := exec.CommandContext(ctx, "qemu-io", "-f", "raw", "-c",
+				fmt.Sprintf("write -P 0x%02x %d 65536", i%256, (i%64)*65536), uri).CombinedOutput()
+			if err != nil {
+				writes <- fmt.Errorf("qemu-io write %d: %v\n%s", i, err, out)
+				return
+			}
+			select {
+			case <-stallOver:
+				writes <- nil
+				return
+			default:
+			}
+		}
+	}()
 	// waitFor scrapes until cond holds; the deadline only bounds a hang.
 	waitFor := func(what string, cond func(map[string]*dto.MetricFamily) bool) {
 		t.Helper()
 		for {
-			fams := scrapeMetrics(t, url)
-			if cond(fams) {
+			if cond(scrapeMetrics(t, url)) {
 				return
 			}
 			select {
@@ -252,7 +282,14 @@ func TestServeMetricsSessionState(t *testing.T) {
 	if err := <-stalled; err != nil {
 		t.Fatal(err)
 	}
+	close(stallOver)
+	if err := <-writes; err != nil {
+		t.Fatal(err)
+	}
 	waitFor("session_state attached = 1 and a recovery counted after the stall", func(f map[string]*dto.MetricFamily) bool {
 		return state(f, "attached") == 1 && state(f, "recovering") == 0 && recoveries(f) >= 1
 	})
+	if n := timeouts(scrapeMetrics(t, url)); n < 1 {
+		t.Errorf("command_timeouts_total %v after a write hung past the command timeout", n)
+	}
 }

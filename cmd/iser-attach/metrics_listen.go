@@ -58,13 +58,8 @@ func (m *metricsEndpoint) add(name string, l *lunConn, io *metrics.IO) {
 	if m == nil {
 		return
 	}
-	v := metrics.Volume{Labels: metrics.Labels{Volume: name, Target: l.nx.TargetName(), LUN: l.Info().Number},
-		IO: io, Session: nexusSession{l.nx}}
-	// The Nexus counts command timeouts once it has a CommandTimeouts method.
-	if ct, ok := any(l.nx).(metrics.CommandTimeoutCounter); ok {
-		v.Timeouts = ct
-	}
-	m.col.Add(v)
+	m.col.Add(metrics.Volume{Labels: metrics.Labels{Volume: name, Target: l.nx.TargetName(), LUN: l.Info().Number},
+		IO: io, Session: nexusSession{l.nx}, Timeouts: nexusSession{l.nx}})
 }
 
 // Close stops the HTTP server.
@@ -78,8 +73,11 @@ func (m *metricsEndpoint) Close() {
 }
 
 // nexusSession reports a Nexus's state with the names list shows:
-// attached (up), recovering, failed, closed.
+// attached (up), recovering, failed, closed; and its command timeouts.
 type nexusSession struct{ nx *initiator.Nexus }
+
+// CommandTimeouts counts the commands that timed out, over all sessions.
+func (n nexusSession) CommandTimeouts() uint64 { return n.nx.Status().CommandTimeouts }
 
 func (n nexusSession) SessionStatus() metrics.SessionStatus {
 	st := n.nx.Status()
