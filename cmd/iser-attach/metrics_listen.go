@@ -79,11 +79,14 @@ type nexusSession struct{ nx *initiator.Nexus }
 // CommandTimeouts counts the commands that timed out, over all sessions.
 func (n nexusSession) CommandTimeouts() uint64 { return n.nx.Status().CommandTimeouts }
 
+// SessionStatus is the Nexus's state and recoveries.
 func (n nexusSession) SessionStatus() metrics.SessionStatus {
 	st := n.nx.Status()
 	return metrics.SessionStatus{State: sessionStateName(st.State), Recoveries: st.Recoveries}
 }
 
+// sessionStateName is the state label of s: attached, recovering, failed
+// or closed (metrics.SessionStates).
 func sessionStateName(s initiator.NexusState) string {
 	switch s {
 	case initiator.NexusUp:
