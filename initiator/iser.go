@@ -614,6 +614,10 @@ func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
 		return nil, protoErr(op, "not used over iSER: data moves by RDMA")
 	case OpSCSIResponse:
 		d.markResponded(p.BHS.ITT()) // RC ordering: its RDMA WRITEs landed first
+	case OpReject:
+		if itt, ok := rejectedCommand(p); ok {
+			d.markResponded(itt)
+		}
 	}
 	return p, nil
 }
@@ -626,6 +630,23 @@ func (d *ISERDatamover) markResponded(itt uint32) {
 		st.responded = true
 	}
 	d.mu.Unlock()
+}
+
+// rejectedCommand returns the ITT of the SCSI Command a Reject PDU carries
+// in its data segment. A rejected SCSI Command never became a task (RFC
+// 7143 section 11.17: the rejected PDU is discarded, and a target may not
+// end an active task with a Reject), so the target never RDMAs its buffer;
+// any RDMA before the Reject's SEND would have landed first (RC ordering).
+func rejectedCommand(p *PDU) (uint32, bool) {
+	if len(p.Data) < BHSLen {
+		return 0, false
+	}
+	var rb BHS
+	copy(rb[:], p.Data[:BHSLen])
+	if rb.Opcode() != OpSCSICommand || rb.ITT() == reservedTag {
+		return 0, false
+	}
+	return rb.ITT(), true
 }
 
 // Close implements Datamover. It stops the poller, then closes the RDMA

@@ -3,6 +3,7 @@ package initiator_test
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -94,4 +95,31 @@ func TestISERRegisteredBuffersPinOneSet(t *testing.T) {
 	if got, most := pinner.PinnedBytes()-pinned, int64(depth+8)*initiator.MaxTransfer; got <= 0 || got > most {
 		t.Fatalf("bounced I/O pinned %d more bytes, want more than 0 and at most %d", got, most)
 	}
+}
+
+// TestISERRejectedCommandsReturnSlots: a SCSI Command the target Rejects
+// never started, so its bounce slot goes back to the pool. More rejects
+// than the pool has slots, then a full queue of bounced I/O, must work.
+func TestISERRejectedCommandsReturnSlots(t *testing.T) {
+	const depth = 16
+	s, _, fc := iserSessionDepth(t, 4096, depth)
+	ctx := ctx5(t)
+	const n = 3 * (depth + 8)
+	fc.Target().RejectCommands(n, 0x05)
+	for i := range n {
+		buf := make([]byte, 4096)
+		_, err := s.Do(ctx, &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, uint64(i), 8), Read: buf})
+		var re *initiator.RejectError
+		if !errors.As(err, &re) || re.Op != initiator.OpSCSICommand {
+			t.Fatalf("command %d: %v, want a Reject of the SCSI Command", i, err)
+		}
+	}
+	if s.Err() != nil {
+		t.Fatalf("session failed: %v", s.Err())
+	}
+	bufs, backs := make([][]byte, depth), make([][]byte, depth)
+	for i := range bufs {
+		bufs[i], backs[i] = make([]byte, 64<<10), make([]byte, 64<<10)
+	}
+	rwRoundTrip(t, s, bufs, backs)
 }
