@@ -76,6 +76,9 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	ident := lunIdentity(info)
 	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
 		d, err := recoverUblk(ctx, sp.Volume, st, ident, backend, opt)
+		if u, ok := d.(*ublkDevice); ok {
+			followWriteCache(l, u.d, sp.Volume)
+		}
 		if d != nil || err != nil {
 			return d, err
 		}
@@ -88,6 +91,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		PID: os.Getpid(), LUN: ident}); err != nil {
 		logger.Warn().Err(err).Msg("ublk recovery will not find this device")
 	}
+	followWriteCache(l, d, sp.Volume)
 	return &ublkDevice{d: d, name: sp.Volume}, nil
 }
 
