@@ -54,8 +54,11 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		Queues:     sp.Queues,
 		QueueDepth: min(sp.QueueDepth, 128),
 		MaxIOBytes: initiator.MaxTransfer,
-		WriteCache: info.WriteCache,
-		FUA:        info.WriteCache && info.FUA,
+		// Always a volatile cache, set to the LUN's mode through sysfs
+		// (followWriteCache): since Linux 6.11 write_cache can turn a
+		// device write-back only when it was created with the capability.
+		WriteCache: true,
+		FUA:        info.FUA,
 		ReadOnly:   info.WriteProtected,
 	}
 	if info.Unmap {
