@@ -122,6 +122,7 @@ type iserTask struct {
 	mem       RDMAMemory
 	base      int // offset of the buffer in mem
 	responded bool
+	rejected  bool // the target Rejected the command: it never started
 }
 
 // NewISERDatamover runs iSER over an established RDMA connection, for up to
@@ -436,7 +437,8 @@ func (d *ISERDatamover) releaseLocked(st *iserTask) {
 // reused. Without one the slot is kept out of use until teardown, so a late
 // RDMA WRITE cannot land in a reused buffer, unless a completed task
 // management function ended the task (its response came after the task's
-// RDMA on the same RC connection): then the slot is reused, uncopied.
+// RDMA on the same RC connection) or the target Rejected the command (it
+// never started): then the slot is reused, uncopied.
 func (d *ISERDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
 	st, _ := t.dm.(*iserTask)
@@ -445,9 +447,9 @@ func (d *ISERDatamover) TaskDone(t *Task) {
 		return
 	}
 	delete(d.tasks, t.ITT)
-	responded := st.responded
+	responded, rejected := st.responded, st.rejected
 	d.mu.Unlock()
-	if st.slot < 0 || !responded && !t.ended {
+	if st.slot < 0 || !responded && !t.ended && !rejected {
 		return
 	}
 	if !responded {
@@ -616,7 +618,11 @@ func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
 		d.markResponded(p.BHS.ITT()) // RC ordering: its RDMA WRITEs landed first
 	case OpReject:
 		if itt, ok := rejectedCommand(p); ok {
-			d.markResponded(itt)
+			d.mu.Lock()
+			if st := d.tasks[itt]; st != nil {
+				st.rejected = true
+			}
+			d.mu.Unlock()
 		}
 	}
 	return p, nil

@@ -104,14 +104,23 @@ func TestISERRejectedCommandsReturnSlots(t *testing.T) {
 	const depth = 16
 	s, _, fc := iserSessionDepth(t, 4096, depth)
 	ctx := ctx5(t)
+	// A bounced write leaves its data in the slot the rejected reads reuse.
+	data := make([]byte, 4096)
+	rand.Read(data)
+	if r, err := s.Do(ctx, &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x8a, 0, 8), Write: data}); err != nil || r.Status != 0 {
+		t.Fatalf("write: %v %+v", err, r)
+	}
 	const n = 3 * (depth + 8)
 	fc.Target().RejectCommands(n, 0x05)
 	for i := range n {
-		buf := make([]byte, 4096)
+		buf := bytes.Repeat([]byte{0xa5}, 4096)
 		_, err := s.Do(ctx, &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, uint64(i), 8), Read: buf})
 		var re *initiator.RejectError
 		if !errors.As(err, &re) || re.Op != initiator.OpSCSICommand {
 			t.Fatalf("command %d: %v, want a Reject of the SCSI Command", i, err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat([]byte{0xa5}, 4096)) {
+			t.Fatalf("command %d: a rejected read changed its buffer (a bounce slot's stale data copied in)", i)
 		}
 	}
 	if s.Err() != nil {
