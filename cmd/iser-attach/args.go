@@ -95,6 +95,15 @@ func newArgLevel(cmd *cli.Command, word, parent string, flags []cli.Flag) *argLe
 	return &argLevel{cmd: cmd, word: word, path: path, flags: flags, set: map[string]bool{}}
 }
 
+// runApp runs app with args (os.Args) normalized by normalizeArgs.
+func runApp(app *cli.App, args []string) error {
+	args, err := normalizeArgs(app, args)
+	if err != nil {
+		return err
+	}
+	return app.Run(args)
+}
+
 // normalizeArgs checks args (os.Args) against app's commands and flags and
 // returns them in the order urfave/cli parses: each command's flags right
 // after its name, then "--" when an argument looks like a flag, then the
@@ -263,15 +272,17 @@ func envSet(names []string) bool {
 // from one; no ArgsUsage means no arguments.
 func checkArgCount(lv *argLevel, args []string) error {
 	lo, hi := argRange(lv.cmd.ArgsUsage)
-	switch {
-	case len(args) < lo:
-		return lv.errorf("missing argument %s", strings.TrimSpace(lv.cmd.ArgsUsage))
-	case hi >= 0 && len(args) > hi && hi == 0:
-		return lv.errorf("unexpected argument %q (it takes none)", args[0])
-	case hi >= 0 && len(args) > hi:
-		return lv.errorf("unexpected argument %q (it takes %s)", args[hi], strings.TrimSpace(lv.cmd.ArgsUsage))
+	if len(args) >= lo && (hi < 0 || len(args) <= hi) {
+		return nil
 	}
-	return nil
+	if hi == 0 {
+		return lv.errorf("expected no arguments, got %q", args)
+	}
+	want := strings.TrimSpace(lv.cmd.ArgsUsage)
+	if lo == 1 && hi == 1 {
+		want = "one " + want
+	}
+	return lv.errorf("expected %s, got %d arguments", want, len(args))
 }
 
 // argRange is the least and most arguments an ArgsUsage describes; most is

@@ -17,11 +17,7 @@ const appName = "iser-attach"
 
 func main() {
 	app := newApp()
-	args, err := normalizeArgs(app, os.Args)
-	if err == nil {
-		err = app.Run(args)
-	}
-	if err != nil {
+	if err := runApp(app, os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "iser-attach: %s\n", oneLine(err))
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
