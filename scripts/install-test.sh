@@ -39,7 +39,8 @@ out=$(DESTDIR=$D "$HERE/install.sh" install "$T/iser-attach" 2>&1) || bad "insta
 for f in usr/local/sbin/iser-attach:755 usr/local/sbin/iser-fstab:755 \
 	usr/local/lib/systemd/system/iser-attach@.service:644 usr/local/lib/systemd/system/iser-attach.target:644 \
 	usr/local/lib/udev/rules.d/60-iser-attach.rules:644 usr/local/share/doc/iser-attach/operations.md:644 \
-	usr/local/share/man/man8/iser-attach.8:644 usr/local/share/bash-completion/completions/iser-attach:644 \
+	usr/local/share/man/man8/iser-attach.8:644 usr/local/share/man/man8/iser-fstab.8:644 \
+	usr/local/share/bash-completion/completions/iser-attach:644 \
 	usr/local/share/zsh/site-functions/_iser-attach:644 \
 	etc/iser-attach/volumes:755; do
 	p=$D/${f%:*}

@@ -15,7 +15,8 @@
 #                  (systemd reads /usr/local/lib/systemd/system as well as /usr/lib/...)
 #   UDEVRULESDIR   $PREFIX/lib/udev/rules.d      60-iser-attach.rules
 #   DOCDIR         $PREFIX/share/doc/iser-attach operations.md
-#   MANDIR         $PREFIX/share/man             man8/iser-attach.8 (from BINARY gen-man)
+#   MANDIR         $PREFIX/share/man             man8/iser-attach.8 (from BINARY gen-man),
+#                                                man8/iser-fstab.8
 #   BASHCOMPDIR    $PREFIX/share/bash-completion/completions   iser-attach
 #   ZSHCOMPDIR     $PREFIX/share/zsh/site-functions            _iser-attach
 #                  (both from BINARY gen-completion bash|zsh)
@@ -95,6 +96,7 @@ do_install() {
 	"$bin" gen-completion bash >"$gen/iser-attach.bash" || { rm -rf "$gen"; die "$bin gen-completion bash failed"; }
 	"$bin" gen-completion zsh >"$gen/_iser-attach" || { rm -rf "$gen"; die "$bin gen-completion zsh failed"; }
 	put 0644 "$gen/iser-attach.8" "$MANDIR/man8/iser-attach.8"
+	put 0644 "$REPO/scripts/iser-fstab.8" "$MANDIR/man8/iser-fstab.8"
 	put 0644 "$gen/iser-attach.bash" "$BASHCOMPDIR/iser-attach"
 	put 0644 "$gen/_iser-attach" "$ZSHCOMPDIR/_iser-attach"
 	rm -rf "$gen"
@@ -139,7 +141,8 @@ do_uninstall() {
 	fi
 	for f in "$SBINDIR/iser-attach" "$SBINDIR/iser-fstab" "$UNITDIR/iser-attach@.service" \
 		"$UNITDIR/iser-attach.target" "$UDEVRULESDIR/$RULES" "$DOCDIR/operations.md" \
-		"$MANDIR/man8/iser-attach.8" "$BASHCOMPDIR/iser-attach" "$ZSHCOMPDIR/_iser-attach"; do
+		"$MANDIR/man8/iser-attach.8" "$MANDIR/man8/iser-fstab.8" "$BASHCOMPDIR/iser-attach" \
+		"$ZSHCOMPDIR/_iser-attach"; do
 		if [ -e "$DESTDIR$f" ] || [ -L "$DESTDIR$f" ]; then
 			rm -f "$DESTDIR$f" || die "rm $DESTDIR$f"
 			say "removed $DESTDIR$f"
