@@ -55,10 +55,10 @@ func portalAddr(s string) (string, error) {
 // specFromFlags reads targetFlags.
 func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if len(c.StringSlice("portal")) == 0 {
-		return nil, errors.New("--portal is required")
+		return nil, usageErrorf(c, "required flag --portal not given")
 	}
 	if c.String("target") == "" {
-		return nil, errors.New("--target is required")
+		return nil, usageErrorf(c, "required flag --target not given")
 	}
 	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: c.Int("queue-depth"),
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: c.Duration("replacement-timeout"),
@@ -72,7 +72,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	}
 	n := c.Uint("lun")
 	if n > 16383 {
-		return nil, fmt.Errorf("--lun %d: at most 16383", n)
+		return nil, usageErrorf(c, "--lun %d: at most 16383", n)
 	}
 	sp.LUN = uint16(n)
 	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {
