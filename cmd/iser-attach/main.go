@@ -36,7 +36,12 @@ func newApp() *cli.App {
 	app := &cli.App{
 		Name:    appName,
 		Version: buildVersion().Version,
-		Usage:   "a userspace iSER/iSCSI initiator: discover targets, attach LUNs as block devices (ublk, nbd) or serve them over NBD",
+		Description: "Flags may come before or after a command's arguments; global options may follow the command. " +
+			"Volumes are configured in /etc/iser-attach/volumes/NAME.conf (iser-attach volume add) and attached at boot by " +
+			"iser-attach@NAME.service as /dev/iser/NAME.\n\n" +
+			"Exit status: 0 on success, 1 when the operation failed, 2 for a usage mistake (an unknown command or flag, " +
+			"a bad or missing value, a wrong number of arguments).",
+		Usage: "a userspace iSER/iSCSI initiator: discover targets, attach LUNs as block devices (ublk, nbd) or serve them over NBD",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn, error"},
