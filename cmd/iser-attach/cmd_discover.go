@@ -27,7 +27,7 @@ func discoverCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			portals, err := discoveryPortals(c.Args().Slice(), c.StringSlice("portal"))
 			if err != nil {
-				return err
+				return usageErrorf(c, "%v", err)
 			}
 			name, err := initiatorName(c.String("initiator-name"))
 			if err != nil {

@@ -77,7 +77,7 @@ func TestGenCompletionZsh(t *testing.T) {
 		t.Fatalf("zsh -n: %v\n%s", err, b)
 	}
 	// Every visible command and flag is offered with its usage.
-	for _, want := range []string{"'serve:log in and serve", "'--listen:unix\\:PATH or tcp\\:HOST\\:PORT (repeatable)'",
+	for _, want := range []string{"'serve:log in and serve", "'--listen:unix\\:PATH or tcp\\:HOST\\:PORT (repeatable)",
 		"'volume/add') opts=(", "'--netdev:network interface"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("zsh script lacks %q", want)
