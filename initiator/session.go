@@ -120,9 +120,9 @@ type pending struct {
 	itt   uint32
 	cmdSN uint32 // the CmdSN the request carried
 	task  *Task
-	done chan struct{}
-	resp *PDU
-	err  error
+	done  chan struct{}
+	resp  *PDU
+	err   error
 }
 
 // NewSession logs in over dm and starts the full feature phase. On error dm
