@@ -156,7 +156,7 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*P
 		tmo = min(tmo, s.cfg.CommandTimeout)
 	}
 	if s.waiting(p) {
-		err := s.tmf(tmo, TMFAbortTask, lun, p.itt, cmdSN)
+		_, err := s.tmf(tmo, TMFAbortTask, lun, p.itt, cmdSN)
 		if err == nil {
 			// The task is gone at the target; a status sent before the
 			// TMF response has been dispatched already.
@@ -170,9 +170,9 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*P
 		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("abort task failed: resetting the logical unit")
 	}
 	if s.waiting(p) {
-		err := s.tmf(tmo, TMFLogicalUnitReset, lun, reservedTag, 0)
+		resetSN, err := s.tmf(tmo, TMFLogicalUnitReset, lun, reservedTag, 0)
 		if err == nil {
-			s.endLUNTasks(lun, fmt.Errorf("LOGICAL UNIT RESET: %w", ErrTaskAborted))
+			s.endLUNTasks(lun, resetSN, fmt.Errorf("LOGICAL UNIT RESET: %w", ErrTaskAborted))
 			<-p.done
 			return p.resp, p.err
 		}
@@ -193,10 +193,10 @@ func (s *Session) waiting(p *pending) bool {
 }
 
 // tmf runs one task management function, bounded by tmo.
-func (s *Session) tmf(tmo time.Duration, fn uint8, lun [8]byte, refITT, refCmdSN uint32) error {
+func (s *Session) tmf(tmo time.Duration, fn uint8, lun [8]byte, refITT, refCmdSN uint32) (uint32, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), tmo)
 	defer cancel()
-	return s.TaskManagement(ctx, fn, lun, refITT, refCmdSN)
+	return s.taskManagement(ctx, fn, lun, refITT, refCmdSN)
 }
 
 // decodeStatus turns a SCSI Response or a Data-In with status into a Result.

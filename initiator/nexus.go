@@ -125,6 +125,7 @@ type Nexus struct {
 	recoveries uint64
 	faults     uint64
 	timeouts   atomic.Uint64 // shared by every session: SessionConfig.timeouts
+	reinstated []func()      // OnReinstated hooks
 
 	ioMu  sync.Mutex // held while registering ioMem with a session
 	ioMem [][]byte   // from IOBuffers, registered with every session
@@ -204,7 +205,7 @@ func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {
 // registerIOMem registers the I/O buffers with s's datamover when it moves
 // data by RDMA.
 func registerIOMem(s *Session, mem [][]byte) error {
-	r, ok := s.dm.(interface{ RegisterIOBuffers([]byte) error })
+	r, ok := s.dm.(ioBufferRegistrar)
 	if !ok {
 		return nil
 	}
@@ -214,6 +215,20 @@ func registerIOMem(s *Session, mem [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// OnReinstated registers f, called by the monitor after every session
+// reinstatement (a LUN re-reads its mode pages: the target may have been
+// reconfigured meanwhile). f must not block.
+func (n *Nexus) OnReinstated(f func()) {
+	n.mu.Lock()
+	n.reinstated = append(n.reinstated, f)
+	n.mu.Unlock()
+}
+
+// ioBufferRegistrar is a datamover that registers a Nexus's I/O buffers.
+type ioBufferRegistrar interface {
+	RegisterIOBuffers(mem []byte) error
 }
 
 // Session returns the current session (possibly failed, while recovering).
@@ -409,6 +424,12 @@ func (n *Nexus) recover(s *Session) bool {
 			n.mu.Unlock()
 			n.log.Warn().Str("portal", ns.RemoteAddr()).Str("transport", ns.Transport()).Int("attempts", attempt).
 				Dur("down", time.Since(since)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
+			n.mu.Lock()
+			hooks := n.reinstated
+			n.mu.Unlock()
+			for _, f := range hooks {
+				f()
+			}
 			return true
 		}
 		if ctx.Err() != nil {
@@ -434,7 +455,7 @@ func (n *Nexus) IOBuffers(count, size int) ([][]byte, error) {
 	n.ioMu.Lock()
 	defer n.ioMu.Unlock()
 	s := n.Session()
-	if _, ok := s.dm.(interface{ RegisterIOBuffers([]byte) error }); !ok {
+	if _, ok := s.dm.(ioBufferRegistrar); !ok {
 		return nil, nil
 	}
 	if count <= 0 || size <= 0 || size > MaxTransfer {

@@ -90,6 +90,7 @@ type Session struct {
 	expStatSN uint32
 	windowCh  chan struct{} // closed when MaxCmdSN moves
 	pend      map[uint32]*pending
+	abandoned map[uint32]struct{} // requests whose waiter gave up: a late answer is dropped
 	parked    map[uint32]*pending // pend at the failure, released by the reader
 	nextITT   uint32
 	err       error // sticky: the reason the session ended
@@ -116,11 +117,12 @@ type kicker interface{ Kick() error }
 
 // pending is one request waiting for its response PDU, by ITT.
 type pending struct {
-	itt  uint32
-	task *Task
-	done chan struct{}
-	resp *PDU
-	err  error
+	itt   uint32
+	cmdSN uint32 // the CmdSN the request carried
+	task  *Task
+	done  chan struct{}
+	resp  *PDU
+	err   error
 }
 
 // NewSession logs in over dm and starts the full feature phase. On error dm
@@ -290,11 +292,13 @@ func (s *Session) take(p *pending) bool {
 
 // endLUNTasks ends every pending SCSI command on lun with err: after a
 // LOGICAL UNIT RESET the target runs none of them any more.
-func (s *Session) endLUNTasks(lun [8]byte, err error) {
+func (s *Session) endLUNTasks(lun [8]byte, before uint32, err error) {
 	s.mu.Lock()
 	var ended []*pending
 	for itt, p := range s.pend {
-		if p.task != nil && p.task.LUN == lun {
+		// Only the commands sent before the reset (CmdSN below its own):
+		// one sent after it is a new task the target runs.
+		if p.task != nil && p.task.LUN == lun && lt(p.cmdSN, before) {
 			delete(s.pend, itt)
 			ended = append(ended, p)
 		}
@@ -323,6 +327,7 @@ func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
 		if immediate || !lt(s.maxCmdSN, s.cmdSN) {
 			p := s.registerLocked(t)
 			cmdSN := s.cmdSN
+			p.cmdSN = cmdSN
 			if !immediate {
 				s.cmdSN++
 			}
@@ -356,16 +361,41 @@ func (s *Session) waitWindow(ctx context.Context, ch <-chan struct{}, maxCmdSN, 
 		defer t.Stop()
 		expire = t.C
 	}
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-expire:
+	for {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-expire:
+		}
+		if !s.tasksOutstanding() {
+			break
+		}
+		// Commands are outstanding: their own timeouts and error handling
+		// end them, and that moves the window or drops the session.
+		t := time.NewTimer(s.cfg.CommandTimeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	{
 		s.timeouts.Add(1)
 		s.fail(fmt.Errorf("no window update for %v (MaxCmdSN %d, next CmdSN %d): %w",
 			s.cfg.CommandTimeout, maxCmdSN, next, ErrWindowClosed))
 	}
 	return nil
+}
+
+// tasksOutstanding reports whether a SCSI command waits for its status.
+func (s *Session) tasksOutstanding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pend {
+		if p.task != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // wait waits for p's response.
@@ -374,7 +404,15 @@ func (s *Session) wait(ctx context.Context, p *pending) (*PDU, error) {
 	case <-p.done:
 		return p.resp, p.err
 	case <-ctx.Done():
-		s.unregister(p)
+		s.mu.Lock()
+		if s.pend[p.itt] == p {
+			delete(s.pend, p.itt)
+			if s.abandoned == nil {
+				s.abandoned = map[uint32]struct{}{}
+			}
+			s.abandoned[p.itt] = struct{}{}
+		}
+		s.mu.Unlock()
 		return nil, ctx.Err()
 	}
 }
@@ -502,7 +540,14 @@ func (s *Session) dispatch(p *PDU) error {
 			s.mu.Unlock()
 		}
 		if !s.complete(p.BHS.ITT(), p) {
-			return protoErr(op, "response for unknown ITT 0x%x", p.BHS.ITT())
+			s.mu.Lock()
+			_, late := s.abandoned[p.BHS.ITT()]
+			delete(s.abandoned, p.BHS.ITT())
+			s.mu.Unlock()
+			if !late {
+				return protoErr(op, "response for unknown ITT 0x%x", p.BHS.ITT())
+			}
+			s.log.Debug().Uint32("itt", p.BHS.ITT()).Str("op", op.String()).Msg("late response to an abandoned request dropped")
 		}
 	case OpReject:
 		return s.handleReject(p)
@@ -658,7 +703,14 @@ func (s *Session) Ping(ctx context.Context) error {
 // TaskManagement sends a task management function request and returns an
 // error unless the target answers "function complete".
 func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, refITT, refCmdSN uint32) error {
+	_, err := s.taskManagement(ctx, fn, lun, refITT, refCmdSN)
+	return err
+}
+
+func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, refITT, refCmdSN uint32) (uint32, error) {
+	var sent uint32
 	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
+		sent = cmdSN
 		t := TaskMgmtRequest{Immediate: true, Function: fn, LUN: lun, ITT: itt, RTT: refITT,
 			CmdSN: cmdSN, ExpStatSN: expStatSN, RefCmdSN: refCmdSN}
 		if fn != TMFAbortTask {
@@ -667,24 +719,24 @@ func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 		return s.dm.SendPDU(NewPDU(&t, nil))
 	})
 	if err != nil {
-		return fmt.Errorf("task management %d: %w", fn, err)
+		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
 	resp, err := s.wait(ctx, p)
 	if err != nil {
-		return fmt.Errorf("task management %d: %w", fn, err)
+		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
 	var r TaskMgmtResponse
 	if err := r.Unmarshal(&resp.BHS); err != nil {
-		return err
+		return sent, err
 	}
 	if r.Response != 0 {
 		name, ok := tmfResponseNames[r.Response]
 		if !ok {
 			name = fmt.Sprintf("response %d", r.Response)
 		}
-		return fmt.Errorf("task management %d: %s", fn, name)
+		return sent, fmt.Errorf("task management %d: %s", fn, name)
 	}
-	return nil
+	return sent, nil
 }
 
 // Logout closes the session with a Logout Request (reason "close the session").

@@ -24,13 +24,13 @@ func statsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between reports"},
 			&cli.IntFlag{Name: "count", Usage: "stop after N reports (0: until interrupted)"},
 		},
-		Action: withInterspersedFlags(func(c *cli.Context) error {
+		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
-				return fmt.Errorf("stats: one volume at most, got %d arguments", c.NArg())
+				return usageErrorf(c, "expected at most one NAME or DEVICE, got %d arguments", c.NArg())
 			}
 			interval, count := c.Duration("interval"), c.Int("count")
 			if interval <= 0 || count < 0 {
-				return errors.New("stats: --interval must be positive and --count not negative")
+				return usageErrorf(c, "--interval must be positive and --count not negative")
 			}
 			ctx, stop := signalContext(c)
 			defer stop()
@@ -39,7 +39,7 @@ func statsCommand() *cli.Command {
 				return nil
 			}
 			return err
-		}),
+		},
 	}
 }
 

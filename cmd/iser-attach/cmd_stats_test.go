@@ -75,7 +75,8 @@ func runStatsCLI(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	app := &cli.App{Name: "iser-attach", Commands: []*cli.Command{statsCommand()}, Writer: &out, ErrWriter: &out,
 		ExitErrHandler: func(*cli.Context, error) {}}
-	err := app.Run(append([]string{"iser-attach", "stats"}, args...))
+	setUsageErrorHandlers(app.Commands)
+	err := runApp(app, append([]string{"iser-attach", "stats"}, args...))
 	return out.String(), err
 }
 
@@ -169,7 +170,7 @@ func TestStatsCommand(t *testing.T) {
 		{[]string{"nosuch", "--count", "1"}, "no attached volume"},
 		{[]string{"--count", "-1"}, "--count"},
 		{[]string{"--interval", "0s"}, "--interval"},
-		{[]string{"a", "b"}, "one volume at most"},
+		{[]string{"a", "b"}, "arguments"},
 	} {
 		if out, err := runStatsCLI(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("stats %q: %v, want an error mentioning %q\n%s", c.args, err, c.want, out)

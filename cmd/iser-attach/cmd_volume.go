@@ -32,20 +32,20 @@ func volumeCommand() *cli.Command {
 				Usage:     "write a volume configuration file; prints its path",
 				ArgsUsage: "NAME",
 				Flags:     volumeAddFlags(),
-				Action:    withInterspersedFlags(volumeAdd),
+				Action:    volumeAdd,
 			},
 			{
 				Name:      "remove",
 				Usage:     "delete a volume configuration file; refused while the volume is attached unless --force",
 				ArgsUsage: "NAME",
 				Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "remove the file even while the volume is attached"}},
-				Action:    withInterspersedFlags(volumeRemove),
+				Action:    volumeRemove,
 			},
 			{
 				Name:   "list",
 				Usage:  "list configured volumes and whether they are attached",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
-				Action: withInterspersedFlags(volumeList),
+				Action: volumeList,
 			},
 			{
 				Name:      "check",

@@ -37,7 +37,7 @@ func runVolume(t *testing.T, args ...string) (string, string, error) {
 		ErrWriter:      &errb,
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	err := app.Run(append([]string{"iser-attach", "volume"}, args...))
+	err := runApp(app, append([]string{"iser-attach", "volume"}, args...))
 	return out.String(), errb.String(), err
 }
 

@@ -60,10 +60,10 @@ func portalAddr(s string) (string, error) {
 // specFromFlags reads targetFlags.
 func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if len(c.StringSlice("portal")) == 0 {
-		return nil, errors.New("--portal is required")
+		return nil, usageErrorf(c, "required flag --portal not given")
 	}
 	if c.String("target") == "" {
-		return nil, errors.New("--target is required")
+		return nil, usageErrorf(c, "required flag --target not given")
 	}
 	if err := initiator.CheckName(c.String("target")); err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
@@ -81,7 +81,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	}
 	n := c.Uint("lun")
 	if n > 16383 {
-		return nil, fmt.Errorf("--lun %d: at most 16383", n)
+		return nil, usageErrorf(c, "--lun %d: at most 16383", n)
 	}
 	sp.LUN, sp.AnyLUN = uint16(n), !c.IsSet("lun")
 	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {

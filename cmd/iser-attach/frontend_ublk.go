@@ -54,8 +54,11 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		Queues:     sp.Queues,
 		QueueDepth: min(sp.QueueDepth, 128),
 		MaxIOBytes: initiator.MaxTransfer,
-		WriteCache: info.WriteCache,
-		FUA:        info.WriteCache && info.FUA,
+		// Always a volatile cache, set to the LUN's mode through sysfs
+		// (followWriteCache): since Linux 6.11 write_cache can turn a
+		// device write-back only when it was created with the capability.
+		WriteCache: true,
+		FUA:        info.FUA,
 		ReadOnly:   info.WriteProtected,
 	}
 	if info.Unmap {
@@ -76,6 +79,9 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	ident := lunIdentity(info)
 	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
 		d, err := recoverUblk(ctx, sp.Volume, st, ident, backend, opt)
+		if u, ok := d.(*ublkDevice); ok {
+			followWriteCache(l, u.d, sp.Volume)
+		}
 		if d != nil || err != nil {
 			return d, err
 		}
@@ -88,6 +94,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		PID: os.Getpid(), LUN: ident}); err != nil {
 		logger.Warn().Err(err).Msg("ublk recovery will not find this device")
 	}
+	followWriteCache(l, d, sp.Volume)
 	return &ublkDevice{d: d, name: sp.Volume}, nil
 }
 

@@ -82,6 +82,18 @@ func (c *Conn) RKeyUses() map[uint32]int {
 	return m
 }
 
+// RegisteredBytes is the memory the initiator has registered on this
+// connection (what a real device pins), summed over every region.
+func (c *Conn) RegisteredBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, r := range c.regions {
+		n += int64(len(r.buf))
+	}
+	return n
+}
+
 // PeerPrivateData is what LIO answers: the 4-byte iSER CM header.
 func (c *Conn) PeerPrivateData() []byte { return []byte{0, 0, 0, 0} }
 
@@ -296,6 +308,10 @@ type Target struct {
 	Commands, Immediate int
 	trickle             time.Duration
 	swallow             int
+	// rejects is how many of the next SCSI commands are answered with a
+	// Reject PDU instead of being executed.
+	rejects      int
+	rejectReason uint8
 }
 
 // Swallow makes the target drop the next n SCSI commands without a
@@ -315,6 +331,15 @@ func (t *Target) SetTrickle(d time.Duration) {
 	t.mu.Lock()
 	t.trickle = d
 	t.mu.Unlock()
+}
+
+// RejectCommands makes the target answer the next n SCSI commands with a
+// Reject PDU (reason, e.g. 0x05 command not supported) carrying the
+// command's header, without executing them or touching their buffers.
+func (t *Target) RejectCommands(n int, reason uint8) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rejects, t.rejectReason = n, reason
 }
 
 // Disk returns the RAM disk.
@@ -364,6 +389,11 @@ func (t *Target) handle(msg []byte) {
 	case initiator.OpLoginReq:
 		t.login(&b, data)
 	case initiator.OpSCSICommand:
+		if t.rejects > 0 {
+			t.rejects--
+			t.reply(&initiator.Reject{Reason: t.rejectReason, TargetSNs: t.sns()}, b[:])
+			return
+		}
 		t.scsi(&h, &b, data)
 	case initiator.OpNOPOut:
 		var n initiator.NOPOut
