@@ -468,7 +468,7 @@ func (st *loginState) enterFFP(n *textkey.Negotiation) error {
 }
 
 func rejectReason(r uint8) string {
-	if s, ok := rejectReasonNames[r]; ok {
+	if s, ok := RejectReasonName(r); ok {
 		return fmt.Sprintf("%s (reason 0x%02x)", s, r)
 	}
 	return fmt.Sprintf("reason 0x%02x", r)

@@ -110,6 +110,13 @@ var tmfResponseNames = map[uint8]string{
 	255: "function rejected",
 }
 
+// TMFResponseName returns the RFC 7143 name of a Task Management Function
+// Response code, and whether the code is one RFC 7143 defines.
+func TMFResponseName(r uint8) (string, bool) {
+	name, ok := tmfResponseNames[r]
+	return name, ok
+}
+
 // TaskMgmtResponse is the Task Management Function Response BHS (opcode 0x22).
 type TaskMgmtResponse struct {
 	Response uint8
@@ -201,6 +208,13 @@ var rejectReasonNames = map[uint8]string{
 	0x05: "command not supported", 0x06: "immediate command reject: too many immediate commands",
 	0x07: "task in progress", 0x08: "invalid data ack", 0x09: "invalid PDU field",
 	0x0a: "long operation reject: out of resources", 0x0b: "deprecated", 0x0c: "waiting for logout",
+}
+
+// RejectReasonName returns the RFC 7143 name of a Reject reason code, and
+// whether the code is one RFC 7143 defines.
+func RejectReasonName(r uint8) (string, bool) {
+	name, ok := rejectReasonNames[r]
+	return name, ok
 }
 
 // Reject is the Reject BHS (opcode 0x3f). Its data segment holds the

@@ -13,6 +13,14 @@ func (s *TargetSNs) unmarshal(b *BHS) {
 	s.StatSN, s.ExpCmdSN, s.MaxCmdSN = b.u32(24), b.u32(28), b.u32(32)
 }
 
+// TargetSNs returns the StatSN, ExpCmdSN and MaxCmdSN at bytes 24 to 35 of
+// a status-bearing target PDU, whatever its opcode.
+func (b *BHS) TargetSNs() TargetSNs {
+	var s TargetSNs
+	s.unmarshal(b)
+	return s
+}
+
 func (s *TargetSNs) marshal(b *BHS) {
 	b.put32(24, s.StatSN)
 	b.put32(28, s.ExpCmdSN)

@@ -490,9 +490,7 @@ func (s *Session) dispatch(p *PDU) error {
 			s.completeOrDrop(n.ITT, p)
 		}
 	case OpTaskMgmtResp, OpTextResp, OpLogoutResp:
-		var sn TargetSNs
-		sn.unmarshal(&p.BHS)
-		if err := s.updateSNs(op, sn, true); err != nil {
+		if err := s.updateSNs(op, p.BHS.TargetSNs(), true); err != nil {
 			return err
 		}
 		if op == OpLogoutResp && p.BHS[2] == 0 {
@@ -678,7 +676,7 @@ func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 		return err
 	}
 	if r.Response != 0 {
-		name, ok := tmfResponseNames[r.Response]
+		name, ok := TMFResponseName(r.Response)
 		if !ok {
 			name = fmt.Sprintf("response %d", r.Response)
 		}
