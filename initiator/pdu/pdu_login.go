@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 // Login and Text PDUs (RFC 7143 sections 11.10 to 11.13).
 
@@ -92,10 +92,10 @@ func (l *LoginResponse) Unmarshal(b *BHS) error {
 	copy(l.ISID[:], b[8:14])
 	l.TargetSNs.unmarshal(b)
 	if l.Transit && l.Continue {
-		return protoErr(OpLoginResp, "both T and C bits set")
+		return ProtocolErrorf(OpLoginResp, "both T and C bits set")
 	}
 	if l.CSG == 2 || (l.Transit && l.NSG == 2) {
-		return protoErr(OpLoginResp, "reserved stage 2")
+		return ProtocolErrorf(OpLoginResp, "reserved stage 2")
 	}
 	return nil
 }
@@ -163,7 +163,7 @@ func (t *TextResponse) Unmarshal(b *BHS) error {
 		ITT: b.ITT(), TTT: b.u32(20)}
 	t.TargetSNs.unmarshal(b)
 	if t.Final && t.Continue {
-		return protoErr(OpTextResp, "both F and C bits set")
+		return ProtocolErrorf(OpTextResp, "both F and C bits set")
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 // Control PDUs: NOP-Out/NOP-In, Task Management, Logout, Reject, Async
 // Message and SNACK (RFC 7143 sections 11.5, 11.6, 11.14 to 11.19).
@@ -229,7 +229,7 @@ func (r *Reject) Marshal(b *BHS) {
 	b.reset(OpReject, false)
 	b[1] = 0x80
 	b[2] = r.Reason
-	b.put32(16, reservedTag)
+	b.put32(16, ReservedTag)
 	r.TargetSNs.marshal(b)
 	b.put32(36, r.DataSN)
 }
@@ -265,7 +265,7 @@ func (a *AsyncMessage) Marshal(b *BHS) {
 	b.reset(OpAsyncMessage, false)
 	b[1] = 0x80
 	b.setLUN(a.LUN)
-	b.put32(16, reservedTag)
+	b.put32(16, ReservedTag)
 	a.TargetSNs.marshal(b)
 	b[36], b[37] = a.AsyncEvent, a.AsyncVCode
 	b.put16(38, a.Parameter1)

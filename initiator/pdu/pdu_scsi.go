@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 // SCSI command and data PDUs: SCSI Command, SCSI Response, Data-In,
 // Data-Out and R2T (RFC 7143 sections 11.3 to 11.8).
@@ -132,7 +132,7 @@ func (r *SCSIResponse) Unmarshal(b *BHS) error {
 		return err
 	}
 	if !b.Final() {
-		return protoErr(OpSCSIResponse, "F bit not set")
+		return ProtocolErrorf(OpSCSIResponse, "F bit not set")
 	}
 	f := b[1]
 	*r = SCSIResponse{
@@ -143,10 +143,10 @@ func (r *SCSIResponse) Unmarshal(b *BHS) error {
 	}
 	r.TargetSNs.unmarshal(b)
 	if r.Overflow && r.Underflow {
-		return protoErr(OpSCSIResponse, "both O and U bits set")
+		return ProtocolErrorf(OpSCSIResponse, "both O and U bits set")
 	}
 	if r.BidiOverflow && r.BidiUnderflow {
-		return protoErr(OpSCSIResponse, "both o and u bits set")
+		return ProtocolErrorf(OpSCSIResponse, "both o and u bits set")
 	}
 	return nil
 }
@@ -207,10 +207,10 @@ func (d *DataIn) Unmarshal(b *BHS) error {
 	}
 	d.TargetSNs.unmarshal(b)
 	if d.HasStatus && !d.Final {
-		return protoErr(OpDataIn, "S bit set without F bit")
+		return ProtocolErrorf(OpDataIn, "S bit set without F bit")
 	}
 	if d.Overflow && d.Underflow {
-		return protoErr(OpDataIn, "both O and U bits set")
+		return ProtocolErrorf(OpDataIn, "both O and U bits set")
 	}
 	return nil
 }
@@ -276,11 +276,11 @@ func (r *R2T) Unmarshal(b *BHS) error {
 	*r = R2T{LUN: b.lun(), ITT: b.ITT(), TTT: b.u32(20), R2TSN: b.u32(36),
 		BufferOffset: b.u32(40), DesiredDataTransferLength: b.u32(44)}
 	r.TargetSNs.unmarshal(b)
-	if r.TTT == reservedTag {
-		return protoErr(OpR2T, "reserved target transfer tag 0xffffffff")
+	if r.TTT == ReservedTag {
+		return ProtocolErrorf(OpR2T, "reserved target transfer tag 0xffffffff")
 	}
 	if r.DesiredDataTransferLength == 0 {
-		return protoErr(OpR2T, "desired data transfer length 0")
+		return ProtocolErrorf(OpR2T, "desired data transfer length 0")
 	}
 	return nil
 }
