@@ -176,7 +176,7 @@ func (d *TCPDatamover) enqueueLocked(bhs *pdu.BHS, ahs, data []byte) error {
 	copy(h, bhs[:])
 	copy(h[pdu.BHSLen:], ahs)
 	if hd {
-		putDigest(h[pdu.BHSLen+len(ahs):], crc32c(h[:pdu.BHSLen+len(ahs)]))
+		pdu.PutDigest(h[pdu.BHSLen+len(ahs):], pdu.CRC32C(h[:pdu.BHSLen+len(ahs)]))
 	}
 	d.queue = append(d.queue, h)
 	if len(data) > 0 {
@@ -186,7 +186,7 @@ func (d *TCPDatamover) enqueueLocked(bhs *pdu.BHS, ahs, data []byte) error {
 			tail := make([]byte, pad, pad+4)
 			if dd {
 				tail = tail[:pad+4]
-				putDigest(tail[pad:], crc32c(data, zeroPad[:pad]))
+				pdu.PutDigest(tail[pad:], pdu.CRC32C(data, zeroPad[:pad]))
 			}
 			d.queue = append(d.queue, tail)
 		}
@@ -283,6 +283,9 @@ func (d *TCPDatamover) Recv() (*pdu.PDU, error) {
 
 var errDigest = errors.New("digest mismatch")
 
+// zeroPad is the source of the pad bytes written after a data segment.
+var zeroPad [4]byte
+
 func (d *TCPDatamover) recvOne() (*pdu.PDU, error) {
 	d.mu.Lock()
 	hd, dd, ffp := d.ffp && d.params.HeaderDigest, d.ffp && d.params.DataDigest, d.ffp
@@ -309,7 +312,7 @@ func (d *TCPDatamover) recvOne() (*pdu.PDU, error) {
 		if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
 			return nil, d.readErr("read header digest", err)
 		}
-		if getDigest(d.hdr[:4]) != crc32c(p.BHS[:], p.AHS) {
+		if pdu.ParseDigest(d.hdr[:4]) != pdu.CRC32C(p.BHS[:], p.AHS) {
 			return nil, pdu.ProtocolErrorf(op, "header %v", errDigest)
 		}
 	}
@@ -346,7 +349,7 @@ func (d *TCPDatamover) checkDataDigest(op pdu.Opcode, dd bool, padded []byte) er
 	if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
 		return d.readErr("read data digest", err)
 	}
-	if getDigest(d.hdr[:4]) != crc32c(padded) {
+	if pdu.ParseDigest(d.hdr[:4]) != pdu.CRC32C(padded) {
 		return pdu.ProtocolErrorf(op, "data %v", errDigest)
 	}
 	return nil
@@ -430,7 +433,7 @@ func (d *TCPDatamover) recvDataIn(p *pdu.PDU, dlen int, dd bool) (*pdu.PDU, erro
 		if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
 			return nil, d.readErr("read data digest", err)
 		}
-		if getDigest(d.hdr[:4]) != crc32c(buf, padb[:pad]) {
+		if pdu.ParseDigest(d.hdr[:4]) != pdu.CRC32C(buf, padb[:pad]) {
 			return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "data %v", errDigest)
 		}
 	}
