@@ -41,7 +41,7 @@ type RDMAMemory interface {
 
 // iSER sizes (RFC 7145; what LIO isert and tgt accept).
 const (
-	iserHeadersLen = ISERHeaderLen + pdu.BHSLen
+	iserHeadersLen = pdu.ISERHeaderLen + pdu.BHSLen
 	// iserRecvDataLen is the InitiatorRecvDataSegmentLength we declare.
 	iserRecvDataLen = 8192
 	iserRecvBufLen  = iserHeadersLen + iserRecvDataLen + 4 // + optional padding
@@ -261,13 +261,13 @@ func (d *ISERDatamover) SendPDU(p *pdu.PDU) error {
 		return err
 	}
 	buf, addr := d.sendSlot(i)
-	(&ISERHeader{Flags: ISERFlagControl}).Marshal(buf)
+	(&pdu.ISERHeader{Flags: pdu.ISERFlagControl}).Marshal(buf)
 	p.BHS.SetTotalAHSLength(len(p.AHS))
 	p.BHS.SetDataSegmentLength(len(p.Data))
-	n := copy(buf[ISERHeaderLen:], p.BHS[:])
-	n += copy(buf[ISERHeaderLen+n:], p.AHS)
-	n += copy(buf[ISERHeaderLen+n:], p.Data)
-	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
+	n := copy(buf[pdu.ISERHeaderLen:], p.BHS[:])
+	n += copy(buf[pdu.ISERHeaderLen+n:], p.AHS)
+	n += copy(buf[pdu.ISERHeaderLen+n:], p.Data)
+	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(pdu.ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
 	d.mu.Unlock()
 	err = d.Kick()
 	d.mu.Lock() // for the deferred Unlock
@@ -393,15 +393,15 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	if len(t.Write) > 0 && d.params.ImmediateData {
 		imm = min(len(t.Write), int(d.params.FirstBurstLength), int(d.params.TargetRecvDataSegmentLength), iserMaxImmediate)
 	}
-	h := ISERHeader{Flags: ISERFlagControl}
+	h := pdu.ISERHeader{Flags: pdu.ISERFlagControl}
 	if len(t.Read) > 0 {
-		h.Flags |= ISERFlagRSV
+		h.Flags |= pdu.ISERFlagRSV
 		h.ReadSTag, h.ReadVA = st.mem.RKey(), addr
 	}
 	if len(t.Write) > imm {
 		// The target RDMA-READs what immediate data did not carry: the
 		// address is past the bytes already sent (the write offset rule).
-		h.Flags |= ISERFlagWSV
+		h.Flags |= pdu.ISERFlagWSV
 		h.WriteSTag, h.WriteVA = st.mem.RKey(), addr+uint64(imm)
 	}
 	i, err := d.getSendLocked()
@@ -415,7 +415,7 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	var b pdu.BHS
 	cmd.Marshal(&b)
 	b.SetDataSegmentLength(imm)
-	copy(sbuf[ISERHeaderLen:], b[:])
+	copy(sbuf[pdu.ISERHeaderLen:], b[:])
 	sges := []rdma.SGE{{Addr: saddr, Length: iserHeadersLen, LKey: d.ctrl.LKey()}}
 	if imm > 0 {
 		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: st.mem.LKey()})
@@ -591,12 +591,12 @@ func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*pdu.PDU, error) 
 		return nil, fmt.Errorf("iser: received %d bytes", n)
 	}
 	buf := d.ctrl.Bytes()[i*iserRecvBufLen : i*iserRecvBufLen+n]
-	var h ISERHeader
+	var h pdu.ISERHeader
 	if err := h.Unmarshal(buf); err != nil {
 		return nil, err
 	}
 	p := &pdu.PDU{}
-	copy(p.BHS[:], buf[ISERHeaderLen:])
+	copy(p.BHS[:], buf[pdu.ISERHeaderLen:])
 	op := p.BHS.Opcode()
 	if !op.Known() || !op.FromTarget() {
 		return nil, pdu.ProtocolErrorf(op, "unexpected opcode from target")

@@ -350,8 +350,8 @@ func (t *Target) reply(h interface{ Marshal(*pdu.BHS) }, data []byte) {
 	var b pdu.BHS
 	h.Marshal(&b)
 	b.SetDataSegmentLength(len(data))
-	msg := make([]byte, initiator.ISERHeaderLen, initiator.ISERHeaderLen+48+len(data))
-	(&initiator.ISERHeader{Flags: initiator.ISERFlagControl}).Marshal(msg)
+	msg := make([]byte, pdu.ISERHeaderLen, pdu.ISERHeaderLen+48+len(data))
+	(&pdu.ISERHeader{Flags: pdu.ISERFlagControl}).Marshal(msg)
 	msg = append(append(msg, b[:]...), data...)
 	t.c.deliver(msg)
 }
@@ -367,7 +367,7 @@ var errBad = errors.New("bad request")
 func (t *Target) handle(msg []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var h initiator.ISERHeader
+	var h pdu.ISERHeader
 	if len(msg) < 76 || h.Unmarshal(msg) != nil {
 		t.c.mu.Lock()
 		t.c.violate("malformed SEND of %d bytes", len(msg))
@@ -445,7 +445,7 @@ func (t *Target) login(b *pdu.BHS, data []byte) {
 		TSIH: 7, ITT: lr.ITT, TargetSNs: t.sns()}, textkey.Encode(out))
 }
 
-func (t *Target) scsi(h *initiator.ISERHeader, b *pdu.BHS, imm []byte) {
+func (t *Target) scsi(h *pdu.ISERHeader, b *pdu.BHS, imm []byte) {
 	var cmd pdu.SCSICommand
 	_ = cmd.Unmarshal(b)
 	if t.swallow > 0 {
@@ -466,14 +466,14 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *pdu.BHS, imm []byte) {
 		return
 	}
 	if write {
-		if h.Flags&initiator.ISERFlagRSV != 0 || len(imm) > n {
+		if h.Flags&pdu.ISERFlagRSV != 0 || len(imm) > n {
 			t.c.mu.Lock()
 			t.c.violate("write with read STag or too much immediate data")
 			t.c.mu.Unlock()
 		}
 		copy(t.disk[off:], imm)
 		if rest := n - len(imm); rest > 0 {
-			if h.Flags&initiator.ISERFlagWSV == 0 {
+			if h.Flags&pdu.ISERFlagWSV == 0 {
 				t.c.mu.Lock()
 				t.c.violate("write of %d bytes beyond immediate data without a write STag", rest)
 				t.c.mu.Unlock()
@@ -486,7 +486,7 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *pdu.BHS, imm []byte) {
 			copy(t.disk[off+len(imm):], src)
 		}
 	} else {
-		if h.Flags&initiator.ISERFlagRSV == 0 {
+		if h.Flags&pdu.ISERFlagRSV == 0 {
 			t.c.mu.Lock()
 			t.c.violate("read without a read STag")
 			t.c.mu.Unlock()
@@ -520,7 +520,7 @@ func decodeRW(cdb []byte) (lba uint64, blocks int, write, ok bool) {
 
 // trickleRead RDMA-WRITEs src piece by piece (SetTrickle); false when the
 // connection refused a piece.
-func (t *Target) trickleRead(h *initiator.ISERHeader, src []byte) bool {
+func (t *Target) trickleRead(h *pdu.ISERHeader, src []byte) bool {
 	for o := 0; o < len(src); o += 4096 {
 		time.Sleep(t.trickle)
 		l := min(4096, len(src)-o)
