@@ -58,6 +58,7 @@ var opcodeNames = map[Opcode]string{
 	OpReject: "Reject",
 }
 
+// String returns the opcode's RFC 7143 name, or its hex value if unknown.
 func (o Opcode) String() string {
 	if n, ok := opcodeNames[o]; ok {
 		return n
@@ -123,6 +124,7 @@ type ProtocolError struct {
 	Reason string
 }
 
+// Error names the opcode and the rule the PDU broke.
 func (e *ProtocolError) Error() string {
 	return fmt.Sprintf("iscsi protocol error in %s: %s", e.Op, e.Reason)
 }

@@ -50,6 +50,8 @@ type SCSICommand struct {
 	CDB [16]byte
 }
 
+// Marshal encodes the SCSI Command into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (c *SCSICommand) Marshal(b *BHS) {
 	b.reset(OpSCSICommand, c.Immediate)
 	b[1] = c.Attr & 7
@@ -70,6 +72,7 @@ func (c *SCSICommand) Marshal(b *BHS) {
 	copy(b[32:48], c.CDB[:])
 }
 
+// Unmarshal decodes a SCSI Command BHS. Another opcode is a *ProtocolError.
 func (c *SCSICommand) Unmarshal(b *BHS) error {
 	if err := b.expect(OpSCSICommand); err != nil {
 		return err
@@ -103,6 +106,8 @@ type SCSIResponse struct {
 	ResidualCount         uint32
 }
 
+// Marshal encodes the SCSI Response into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (r *SCSIResponse) Marshal(b *BHS) {
 	b.reset(OpSCSIResponse, false)
 	b[1] = 0x80
@@ -127,6 +132,8 @@ func (r *SCSIResponse) Marshal(b *BHS) {
 	b.put32(44, r.ResidualCount)
 }
 
+// Unmarshal decodes a SCSI Response BHS. Another opcode is a *ProtocolError.
+// So is a header with a missing F bit or both O and U (or o and u) bits set.
 func (r *SCSIResponse) Unmarshal(b *BHS) error {
 	if err := b.expect(OpSCSIResponse); err != nil {
 		return err
@@ -164,6 +171,8 @@ type DataIn struct {
 	ResidualCount        uint32
 }
 
+// Marshal encodes the SCSI Data-In into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (d *DataIn) Marshal(b *BHS) {
 	b.reset(OpDataIn, false)
 	if d.Final {
@@ -191,6 +200,8 @@ func (d *DataIn) Marshal(b *BHS) {
 	b.put32(44, d.ResidualCount)
 }
 
+// Unmarshal decodes a SCSI Data-In BHS. Another opcode is a *ProtocolError.
+// So is a header with the S bit without the F bit or both O and U bits set.
 func (d *DataIn) Unmarshal(b *BHS) error {
 	if err := b.expect(OpDataIn); err != nil {
 		return err
@@ -225,6 +236,8 @@ type DataOut struct {
 	BufferOffset uint32
 }
 
+// Marshal encodes the SCSI Data-Out into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (d *DataOut) Marshal(b *BHS) {
 	b.reset(OpDataOut, false)
 	if d.Final {
@@ -238,6 +251,7 @@ func (d *DataOut) Marshal(b *BHS) {
 	b.put32(40, d.BufferOffset)
 }
 
+// Unmarshal decodes a SCSI Data-Out BHS. Another opcode is a *ProtocolError.
 func (d *DataOut) Unmarshal(b *BHS) error {
 	if err := b.expect(OpDataOut); err != nil {
 		return err
@@ -257,6 +271,8 @@ type R2T struct {
 	DesiredDataTransferLength uint32
 }
 
+// Marshal encodes the R2T into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (r *R2T) Marshal(b *BHS) {
 	b.reset(OpR2T, false)
 	b[1] = 0x80
@@ -269,6 +285,8 @@ func (r *R2T) Marshal(b *BHS) {
 	b.put32(44, r.DesiredDataTransferLength)
 }
 
+// Unmarshal decodes an R2T BHS. Another opcode is a *ProtocolError. So is a
+// header with the reserved TTT 0xffffffff or a zero desired length.
 func (r *R2T) Unmarshal(b *BHS) error {
 	if err := b.expect(OpR2T); err != nil {
 		return err
