@@ -62,12 +62,13 @@ const tmfTimeout = 10 * time.Second
 // function ended it (a Nexus then issues it again, a bounded number of
 // times). Either way Do returns only when the target can no longer move
 // data for the command: the buffers are not touched after Do returns.
+//
+// Do is Submit and a wait: it waits for a free command entry (QueueDepth)
+// instead of queueing behind other Submits, and returns a copy of the
+// Result.
 func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
-	if len(c.CDB) == 0 || len(c.CDB) > 16 {
-		return nil, fmt.Errorf("scsi command: CDB of %d bytes (1 to 16 supported)", len(c.CDB))
-	}
-	if len(c.Read) > 0 && len(c.Write) > 0 {
-		return nil, errors.New("scsi command: bidirectional commands are not supported")
+	if err := checkCommand(c); err != nil {
+		return nil, err
 	}
 	select {
 	case s.slots <- struct{}{}:
@@ -76,122 +77,259 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	case <-s.failed:
 		return nil, s.Err()
 	}
-	defer func() { <-s.slots }()
-
-	t := &Task{LUN: c.LUN, Read: c.Read, Write: c.Write}
-	cmd := pdu.SCSICommand{Final: true, Read: len(c.Read) > 0, Write: len(c.Write) > 0,
-		Attr: c.Attr, LUN: c.LUN, ExpectedDataTransferLength: uint32(len(c.Read) + len(c.Write))}
-	if cmd.Attr == pdu.AttrUntagged {
-		cmd.Attr = pdu.AttrSimple
-	}
-	copy(cmd.CDB[:], c.CDB)
-	var sentCmdSN uint32
-	handed := false
-	p, err := s.issue(ctx, false, t, func(itt, cmdSN, expStatSN uint32) error {
-		cmd.ITT, cmd.CmdSN, cmd.ExpStatSN = itt, cmdSN, expStatSN
-		sentCmdSN, handed = cmdSN, true
-		return s.dm.SendCommand(&cmd, t)
-	})
-	if err != nil {
-		if handed && s.dead.Load() {
-			<-s.released // the datamover may have posted it: wait for teardown
-		}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		<-s.slots
+		s.mu.Unlock()
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 	}
-	var expire <-chan time.Time
-	if s.cfg.CommandTimeout > 0 {
-		timer := time.NewTimer(s.cfg.CommandTimeout)
-		defer timer.Stop()
-		expire = timer.C
-	}
-	var resp *pdu.PDU
+	idx := s.tt.alloc(true)
+	t := &s.tt.tasks[idx]
+	itt := t.itt
+	s.fillLocked(t, c)
+	err := s.startLocked(idx)
+	s.mu.Unlock()
+	s.afterStart(err)
 	select {
-	case <-p.done:
-		resp, err = p.resp, p.err
-	case <-expire:
-		s.timeouts.Add(1)
-		s.log.Warn().Uint8("op", c.CDB[0]).Uint32("itt", p.itt).Dur("timeout", s.cfg.CommandTimeout).
-			Msg("scsi command timed out: aborting it")
-		resp, err = s.endTask(p, c.LUN, sentCmdSN, "timed out")
-		if resp == nil {
-			err = fmt.Errorf("no status within %v: %w: %w", s.cfg.CommandTimeout, ErrCommandTimeout, err)
-		}
+	case <-t.ch:
 	case <-ctx.Done():
-		resp, err = s.endTask(p, c.LUN, sentCmdSN, "cancelled")
-		if resp == nil {
-			err = ctx.Err()
+		s.cancel(idx, itt, ctx.Err())
+		<-t.ch
+	}
+	r, err := s.outcome(t)
+	var out *Result
+	if r != nil {
+		out = new(Result)
+		*out = *r
+	}
+	s.free(idx)
+	return out, err
+}
+
+// Submit starts a SCSI command and returns at once; done.CommandDone(tag,
+// …) reports its end, with what Do would return, exactly once. The command
+// is copied (its CDB too); its Read or Write buffer belongs to the command
+// until then. When every command entry (QueueDepth) is in use the command
+// waits for one, after the Submits before it. Submit returns an error, and
+// done is not called, only for an invalid command or a session that has
+// ended. On the common path Submit allocates nothing.
+func (s *Session) Submit(c *Command, done CommandDone, tag Tag) error {
+	if err := checkCommand(c); err != nil {
+		return err
+	}
+	if done == nil {
+		return errors.New("scsi command: Submit without a CommandDone")
+	}
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	}
+	if len(s.backlog) == 0 {
+		select {
+		case s.slots <- struct{}{}:
+			idx := s.tt.alloc(true)
+			t := &s.tt.tasks[idx]
+			s.fillLocked(t, c)
+			t.done, t.cookie = done, tag
+			err := s.startLocked(idx)
+			s.mu.Unlock()
+			s.afterStart(err)
+			return nil
+		default:
 		}
 	}
-	s.dm.TaskDone(t)
-	if err != nil {
-		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	q := queuedCmd{c: *c, done: done, cookie: tag}
+	q.cdbLen = copy(q.cdb[:], c.CDB)
+	q.c.CDB = nil
+	s.backlog = append(s.backlog, q)
+	s.mu.Unlock()
+	return nil
+}
+
+// queuedCmd is a Submit waiting for a command entry.
+type queuedCmd struct {
+	c      Command // CDB in cdb
+	cdb    [16]byte
+	cdbLen int
+	done   CommandDone
+	cookie Tag
+}
+
+// startQueuedLocked starts a queued Submit on an entry whose token it
+// inherits.
+func (s *Session) startQueuedLocked(q *queuedCmd) {
+	idx := s.tt.alloc(true)
+	t := &s.tt.tasks[idx]
+	q.c.CDB = q.cdb[:q.cdbLen]
+	s.fillLocked(t, &q.c)
+	t.done, t.cookie = q.done, q.cookie
+	if err := s.startLocked(idx); err != nil {
+		s.sendErr = err // failed by the goroutine that unlocks
 	}
-	r, err := decodeStatus(resp)
+	s.kickPending = true
+}
+
+func checkCommand(c *Command) error {
+	if len(c.CDB) == 0 || len(c.CDB) > 16 {
+		return fmt.Errorf("scsi command: CDB of %d bytes (1 to 16 supported)", len(c.CDB))
+	}
+	if len(c.Read) > 0 && len(c.Write) > 0 {
+		return errors.New("scsi command: bidirectional commands are not supported")
+	}
+	return nil
+}
+
+// fillLocked prepares entry t for command c.
+func (s *Session) fillLocked(t *task, c *Command) {
+	t.cmd = pdu.SCSICommand{Final: true, Read: len(c.Read) > 0, Write: len(c.Write) > 0,
+		Attr: c.Attr, LUN: c.LUN, ExpectedDataTransferLength: uint32(len(c.Read) + len(c.Write))}
+	if t.cmd.Attr == pdu.AttrUntagged {
+		t.cmd.Attr = pdu.AttrSimple
+	}
+	copy(t.cmd.CDB[:], c.CDB)
+	t.sent = false
+	// The task's datamover view is reused: a datamover that looked it up
+	// under an earlier ITT checks ITT and done under mu before placing data.
+	t.dt.mu.Lock()
+	t.dt.ITT, t.dt.LUN, t.dt.Read, t.dt.Write = t.itt, c.LUN, c.Read, c.Write
+	t.dt.Received, t.dt.DataCounted, t.dt.done, t.dt.ended = 0, false, false, false
+	t.dt.mu.Unlock()
+}
+
+// startLocked sends the command at idx, or queues it for the CmdSN window.
+// An error is a send failure: the command stays in flight (it is parked
+// by the session failure the caller then causes).
+func (s *Session) startLocked(idx int) error {
+	t := &s.tt.tasks[idx]
+	if s.tt.winLen > 0 || lt(s.maxCmdSN, s.cmdSN) {
+		t.state, t.since = taskWindow, time.Now()
+		s.tt.pushWindow(idx)
+		s.armLocked()
+		return nil
+	}
+	return s.sendLocked(idx)
+}
+
+// sendLocked hands the command at idx to the datamover with the next CmdSN.
+func (s *Session) sendLocked(idx int) error {
+	t := &s.tt.tasks[idx]
+	t.cmdSN = s.cmdSN
+	s.cmdSN++
+	t.cmd.ITT, t.cmd.CmdSN, t.cmd.ExpStatSN = t.itt, t.cmdSN, s.expStatSN
+	t.state, t.sent, t.since = taskSent, true, time.Now()
+	s.tt.outstanding++
+	s.tt.link(idx)
+	s.armLocked()
+	return s.dm.SendCommand(&t.cmd, &t.dt)
+}
+
+// openWindowLocked sends the commands waiting for the window while it is
+// open.
+func (s *Session) openWindowLocked() {
+	if s.err != nil {
+		return
+	}
+	for i := s.tt.peekWindow(); i >= 0 && !lt(s.maxCmdSN, s.cmdSN); i = s.tt.peekWindow() {
+		s.tt.popWindow()
+		if err := s.sendLocked(i); err != nil && s.sendErr == nil {
+			s.sendErr = err
+		}
+		s.kickPending = true
+	}
+}
+
+// afterStart runs after the lock that started commands is released: it
+// posts what the datamover batched and fails the session for a failed send.
+func (s *Session) afterStart(err error) {
+	s.mu.Lock()
+	if err == nil {
+		err = s.sendErr
+	}
+	s.sendErr, s.kickPending = nil, false
+	s.mu.Unlock()
+	if err == nil {
+		err = s.kick()
+	}
 	if err != nil {
+		s.fail(fmt.Errorf("send: %w", err))
+	}
+}
+
+// endLocked ends the request at idx with resp or err; finish, called once
+// the lock is released, tells its waiter.
+func (s *Session) endLocked(idx int, resp *pdu.PDU, err error) {
+	t := &s.tt.tasks[idx]
+	if t.scsi && (t.state == taskSent || t.state == taskEH) {
+		s.tt.outstanding--
+	}
+	s.tt.unlink(idx)
+	t.resp, t.err, t.state = resp, err, taskDone
+}
+
+// finish hands an ended request to its waiter or callback. For a SCSI
+// command the datamover lets go of its buffers first.
+func (s *Session) finish(idx int) {
+	t := &s.tt.tasks[idx]
+	if !t.scsi {
+		t.ch <- struct{}{}
+		return
+	}
+	if t.sent {
+		s.dm.TaskDone(&t.dt)
+	}
+	if t.done == nil {
+		t.ch <- struct{}{}
+		return
+	}
+	r, err := s.outcome(t)
+	t.done.CommandDone(t.cookie, r, err)
+	s.free(idx)
+}
+
+// free returns the entry at idx once its waiter or callback is done with it,
+// and posts a queued Submit that took it over.
+func (s *Session) free(idx int) {
+	s.mu.Lock()
+	s.freeLocked(idx)
+	kick := s.kickPending
+	s.mu.Unlock()
+	if kick {
+		s.afterStart(nil)
+	}
+}
+
+// outcome turns an ended command into Do's answer; the Result lives in the
+// task.
+func (s *Session) outcome(t *task) (*Result, error) {
+	op := t.cmd.CDB[0]
+	if t.resp == nil {
+		err := t.err
+		switch t.why {
+		case whyTimedOut:
+			err = fmt.Errorf("no status within %v: %w: %w", s.cfg.CommandTimeout, ErrCommandTimeout, err)
+		case whyCancelled:
+			err = t.cancelErr
+		}
+		return nil, fmt.Errorf("scsi command 0x%02x: %w", op, err)
+	}
+	r := &t.res
+	if err := decodeStatus(t.resp, r); err != nil {
 		s.fail(err)
-		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+		return nil, fmt.Errorf("scsi command 0x%02x: %w", op, err)
 	}
 	if r.Response != pdu.RespCommandCompleted {
-		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", c.CDB[0], t.ITT, &ResponseError{Response: r.Response})
+		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", op, t.dt.ITT, &ResponseError{Response: r.Response})
 	}
-	if t.DataCounted && len(c.Read) > 0 {
-		if err := r.checkReceived(resp.BHS.Opcode(), t, len(c.Read)); err != nil {
+	if t.dt.DataCounted && len(t.dt.Read) > 0 {
+		if err := r.checkReceived(t.resp.BHS.Opcode(), &t.dt, len(t.dt.Read)); err != nil {
 			s.fail(err)
-			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+			return nil, fmt.Errorf("scsi command 0x%02x: %w", op, err)
 		}
 	}
 	return r, nil
-}
-
-// endTask ends the task behind p, whose caller stopped waiting for it,
-// and returns only when the target can no longer move its data: ABORT
-// TASK; failing that LOGICAL UNIT RESET; failing that the session is
-// dropped and p released after the teardown. It returns p's response when
-// the status arrived meanwhile, an error wrapping ErrTaskAborted when a
-// task management function ended the task, else the session error.
-// Error handling runs for one command at a time.
-func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*pdu.PDU, error) {
-	s.ehMu.Lock()
-	defer s.ehMu.Unlock()
-	tmo := tmfTimeout
-	if s.cfg.CommandTimeout > 0 {
-		tmo = min(tmo, s.cfg.CommandTimeout)
-	}
-	if s.waiting(p) {
-		_, err := s.tmf(tmo, pdu.TMFAbortTask, lun, p.itt, cmdSN)
-		if err == nil {
-			// The task is gone at the target; a status sent before the
-			// TMF response has been dispatched already.
-			if s.take(p) {
-				p.task.ended = true
-				return nil, fmt.Errorf("ABORT TASK: %w", ErrTaskAborted)
-			}
-			<-p.done
-			return p.resp, p.err
-		}
-		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("abort task failed: resetting the logical unit")
-	}
-	if s.waiting(p) {
-		resetSN, err := s.tmf(tmo, pdu.TMFLogicalUnitReset, lun, pdu.ReservedTag, 0)
-		if err == nil {
-			s.endLUNTasks(lun, resetSN, fmt.Errorf("LOGICAL UNIT RESET: %w", ErrTaskAborted))
-			<-p.done
-			return p.resp, p.err
-		}
-		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("logical unit reset failed: dropping the session")
-	}
-	if s.waiting(p) {
-		s.fail(fmt.Errorf("scsi command %s (ITT 0x%x) and neither ABORT TASK nor LOGICAL UNIT RESET ended it: dropping the session", why, p.itt))
-	}
-	<-p.done // a response, a reset, or the session's end (after the teardown)
-	return p.resp, p.err
-}
-
-// waiting reports whether p still waits for its response.
-func (s *Session) waiting(p *pending) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pend[p.itt] == p
 }
 
 // tmf runs one task management function, bounded by tmo.
@@ -201,37 +339,38 @@ func (s *Session) tmf(tmo time.Duration, fn uint8, lun [8]byte, refITT, refCmdSN
 	return s.taskManagement(ctx, fn, lun, refITT, refCmdSN)
 }
 
-// decodeStatus turns a SCSI Response or a Data-In with status into a Result.
-func decodeStatus(p *pdu.PDU) (*Result, error) {
+// decodeStatus turns a SCSI Response or a Data-In with status into res.
+func decodeStatus(p *pdu.PDU, res *Result) error {
 	switch p.BHS.Opcode() {
 	case pdu.OpDataIn:
 		var d pdu.DataIn
 		if err := d.Unmarshal(&p.BHS); err != nil {
-			return nil, err
+			return err
 		}
-		return &Result{Status: d.Status, Residual: d.ResidualCount, Underflow: d.Underflow, Overflow: d.Overflow}, nil
+		*res = Result{Status: d.Status, Residual: d.ResidualCount, Underflow: d.Underflow, Overflow: d.Overflow}
+		return nil
 	case pdu.OpSCSIResponse:
 		var r pdu.SCSIResponse
 		if err := r.Unmarshal(&p.BHS); err != nil {
-			return nil, err
+			return err
 		}
-		res := &Result{Status: r.Status, Residual: r.ResidualCount, Underflow: r.Underflow,
+		*res = Result{Status: r.Status, Residual: r.ResidualCount, Underflow: r.Underflow,
 			Overflow: r.Overflow, Response: r.Response}
 		if r.Response != pdu.RespCommandCompleted {
-			return res, nil
+			return nil
 		}
 		if len(p.Data) >= 2 {
 			n := int(binary.BigEndian.Uint16(p.Data))
 			if n > len(p.Data)-2 {
-				return nil, pdu.ProtocolErrorf(pdu.OpSCSIResponse, "sense length %d exceeds the %d-byte data segment", n, len(p.Data))
+				return pdu.ProtocolErrorf(pdu.OpSCSIResponse, "sense length %d exceeds the %d-byte data segment", n, len(p.Data))
 			}
 			res.Sense = p.Data[2 : 2+n]
 		} else if len(p.Data) == 1 {
-			return nil, pdu.ProtocolErrorf(pdu.OpSCSIResponse, "1-byte data segment")
+			return pdu.ProtocolErrorf(pdu.OpSCSIResponse, "1-byte data segment")
 		}
-		return res, nil
+		return nil
 	}
-	return nil, pdu.ProtocolErrorf(p.BHS.Opcode(), "not a status PDU")
+	return pdu.ProtocolErrorf(p.BHS.Opcode(), "not a status PDU")
 }
 
 // ResponseError is a SCSI Response whose iSCSI Response field is not

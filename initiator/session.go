@@ -82,21 +82,29 @@ type Session struct {
 	tsih   uint16
 	log    zerolog.Logger
 
-	slots chan struct{} // queue depth semaphore
+	// slots holds a token per SCSI command entry in use (the queue
+	// depth semaphore Do waits on); ctlSem the same for control entries.
+	slots  chan struct{}
+	ctlSem chan struct{}
 
 	mu        sync.Mutex
 	cmdSN     uint32
 	expCmdSN  uint32
 	maxCmdSN  uint32
 	expStatSN uint32
-	windowCh  chan struct{} // closed when MaxCmdSN moves
-	pend      map[uint32]*pending
-	abandoned map[uint32]struct{} // requests whose waiter gave up: a late answer is dropped
-	parked    map[uint32]*pending // pend at the failure, released by the reader
-	nextITT   uint32
-	err       error // sticky: the reason the session ended
-	lastRecv  time.Time
-	loggedOut bool
+	windowCh  chan struct{} // made by a waiter, closed when MaxCmdSN moves
+	tt        taskTable     // every request in flight, by the index in its ITT
+	backlog   []queuedCmd   // Submits that found every command entry in use
+	ehq       []ehReq       // tasks waiting for error handling
+	wdArmed   bool          // the watchdog timer is set
+	// sendErr is a send failure met under the lock, and kickPending says
+	// commands were handed to the datamover under it: whoever releases
+	// the lock posts them (kick) and fails the session (afterStart).
+	sendErr     error
+	kickPending bool
+	err         error // sticky: the reason the session ended
+	lastRecv    time.Time
+	loggedOut   bool
 	// logoutCause is why a logout the target asked for happened; the
 	// connection it then closes ends the session with it.
 	logoutCause error
@@ -108,7 +116,8 @@ type Session struct {
 	released  chan struct{} // closed by the reader once the datamover is closed
 	dead      atomic.Bool   // set by fail, for lock-free checks
 
-	ehMu     sync.Mutex // one command's error handling (abort, reset) at a time
+	ehWake   chan struct{} // capacity 1: ehq has work
+	watchdog *time.Timer   // fires at the oldest deadline (command or window)
 	timeouts *atomic.Uint64
 }
 
@@ -116,21 +125,14 @@ type Session struct {
 // sends it when kicked after the lock is released (iSER batches posts).
 type kicker interface{ Kick() error }
 
-// pending is one request waiting for its response PDU, by ITT.
-type pending struct {
-	itt   uint32
-	cmdSN uint32 // the CmdSN the request carried
-	task  *Task
-	done  chan struct{}
-	resp  *pdu.PDU
-	err   error
-}
-
 // NewSession logs in over dm and starts the full feature phase. On error dm
 // is closed.
 func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session, error) {
 	if cfg.QueueDepth <= 0 {
 		cfg.QueueDepth = 128
+	}
+	if cfg.QueueDepth > maxQueueDepth {
+		cfg.QueueDepth = maxQueueDepth // the task index is 16 bits of the ITT
 	}
 	if cfg.NOPInterval == 0 {
 		cfg.NOPInterval = 5 * time.Second
@@ -156,17 +158,20 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 		dm: dm, cfg: cfg, params: res.params, tsih: res.tsih,
 		log: cfg.Logger.With().Str("portal", dm.RemoteAddr()).Str("transport", dm.Transport()).
 			Str("connection", fmt.Sprintf("isid=%x tsih=%d cid=%d", cfg.ISID[:], res.tsih, cfg.CID)).Logger(),
-		slots: make(chan struct{}, cfg.QueueDepth),
+		slots: make(chan struct{}, cfg.QueueDepth), ctlSem: make(chan struct{}, ctlSlots),
 		cmdSN: res.cmdSN, expCmdSN: res.expCmdSN, maxCmdSN: res.maxCmdSN, expStatSN: res.expStatSN,
-		windowCh: make(chan struct{}), pend: make(map[uint32]*pending), nextITT: 1,
+		tt:       newTaskTable(cfg.QueueDepth),
 		lastRecv: time.Now(), stop: make(chan struct{}), failed: make(chan struct{}),
-		released: make(chan struct{}), timeouts: cfg.timeouts,
+		released: make(chan struct{}), timeouts: cfg.timeouts, ehWake: make(chan struct{}, 1),
 	}
+	s.watchdog = time.AfterFunc(time.Hour, s.checkDeadlines)
+	s.watchdog.Stop()
 	if lt(s.maxCmdSN, s.expCmdSN-1) {
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.reader()
+	go s.errorHandler()
 	if cfg.NOPInterval > 0 {
 		s.wg.Add(1)
 		go s.keepalive()
@@ -216,9 +221,14 @@ func lt(a, b uint32) bool { return a != b && int32(a-b) < 0 }
 // (on every session of its Nexus, when it has one).
 func (s *Session) CommandTimeouts() uint64 { return s.timeouts.Load() }
 
+// maxQueueDepth is the largest QueueDepth: task indices are 16 bits.
+const maxQueueDepth = 1<<ittIndexBits - ctlSlots - 1
+
 // fail ends the session with err (the first error wins) and closes the
-// datamover. The pending requests are parked: the reader releases them once
-// the datamover can no longer place data in their buffers (release).
+// datamover. Commands that were never sent (waiting for the window or for
+// an entry) end at once with err; the requests in flight are parked: the
+// reader releases them once the datamover can no longer place data in
+// their buffers (release).
 func (s *Session) fail(err error) {
 	s.mu.Lock()
 	if s.err != nil {
@@ -227,13 +237,30 @@ func (s *Session) fail(err error) {
 	}
 	s.err = err
 	s.dead.Store(true)
-	s.parked = s.pend
-	s.pend = make(map[uint32]*pending)
-	close(s.windowCh)
+	if s.windowCh != nil {
+		close(s.windowCh)
+		s.windowCh = nil
+	}
 	close(s.failed)
+	var ended []int
+	for i := s.tt.peekWindow(); i >= 0; i = s.tt.peekWindow() {
+		s.tt.popWindow()
+		s.tt.tasks[i].err = err
+		s.tt.tasks[i].state = taskDone
+		ended = append(ended, i)
+	}
+	backlog := s.backlog
+	s.backlog = nil
 	s.mu.Unlock()
 	if !errors.Is(err, ErrSessionClosed) {
 		s.log.Warn().Err(err).Msg("session ended")
+	}
+	for _, i := range ended {
+		s.finish(i)
+	}
+	for i := range backlog {
+		q := &backlog[i]
+		q.done.CommandDone(q.cookie, nil, fmt.Errorf("scsi command 0x%02x: %w", q.cdb[0], err))
 	}
 	s.dm.Close()
 }
@@ -242,115 +269,148 @@ func (s *Session) fail(err error) {
 // (Close is idempotent and returns only once a Close in progress elsewhere
 // has completed: socket closed and writer stopped, or queue pair drained
 // and memory deregistered), so with the reader gone too nothing places data
-// any more; only then are the parked waiters told the session ended.
+// any more; only then are the parked requests told the session ended.
 func (s *Session) release() {
 	s.dm.Close()
+	s.watchdog.Stop()
 	s.mu.Lock()
-	parked, err := s.parked, s.err
-	s.parked = nil
+	err := s.err
+	var ended []int
+	for i := range s.tt.tasks {
+		t := &s.tt.tasks[i]
+		switch t.state {
+		case taskAbandoned:
+			s.freeLocked(i)
+		case taskSent, taskEH:
+			s.tt.unlink(i)
+			t.err, t.state = err, taskDone
+			ended = append(ended, i)
+		}
+	}
+	s.tt.outstanding = 0
 	s.mu.Unlock()
-	for _, p := range parked {
-		p.err = err
-		close(p.done)
+	for _, i := range ended {
+		s.finish(i)
 	}
 	close(s.released)
 }
 
-// register allocates an ITT for a new request.
-func (s *Session) registerLocked(t *Task) *pending {
-	for {
-		itt := s.nextITT
-		s.nextITT++
-		if itt == pdu.ReservedTag {
-			continue
-		}
-		if _, busy := s.pend[itt]; busy {
-			continue
-		}
-		p := &pending{itt: itt, task: t, done: make(chan struct{})}
-		s.pend[itt] = p
-		if t != nil {
-			t.ITT = itt
-		}
-		return p
+// freeLocked returns an entry and its token. A freed command entry goes to
+// the oldest Submit waiting for one.
+func (s *Session) freeLocked(idx int) {
+	s.tt.release(idx)
+	if idx >= s.tt.depth {
+		<-s.ctlSem
+		return
 	}
+	if len(s.backlog) > 0 && s.err == nil {
+		q := s.backlog[0]
+		s.backlog = s.backlog[1:]
+		if len(s.backlog) == 0 {
+			s.backlog = s.backlog[:0:0]
+		}
+		s.startQueuedLocked(&q) // the token passes to it
+		return
+	}
+	<-s.slots
 }
 
-func (s *Session) unregister(p *pending) { s.take(p) }
-
-// take removes p from the pending requests. It returns false when p was
-// no longer there: a response, a reset or the session's end took it, and
-// p.done is (or will be) closed by whoever did.
-func (s *Session) take(p *pending) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pend[p.itt] == p {
-		delete(s.pend, p.itt)
-		return true
+// allocCtlLocked takes a control entry (its token is held by the caller).
+func (s *Session) allocCtlLocked() int {
+	idx := s.tt.alloc(false)
+	if idx < 0 {
+		panic("initiator: control entries exhausted with a token held")
 	}
-	return false
+	s.tt.tasks[idx].state = taskSent
+	return idx
 }
 
-// endLUNTasks ends every pending SCSI command on lun with err: after a
-// LOGICAL UNIT RESET the target runs none of them any more.
+// endLUNTasks ends every SCSI command in flight on lun whose CmdSN is below
+// before with err: after a LOGICAL UNIT RESET the target runs none of them
+// any more. Commands sent after the reset are new tasks the target runs.
 func (s *Session) endLUNTasks(lun [8]byte, before uint32, err error) {
 	s.mu.Lock()
-	var ended []*pending
-	for itt, p := range s.pend {
-		// Only the commands sent before the reset (CmdSN below its own):
-		// one sent after it is a new task the target runs.
-		if p.task != nil && p.task.LUN == lun && lt(p.cmdSN, before) {
-			delete(s.pend, itt)
-			ended = append(ended, p)
+	var ended []int
+	if s.err == nil {
+		for i := 0; i < s.tt.depth; i++ {
+			t := &s.tt.tasks[i]
+			if (t.state == taskSent || t.state == taskEH) && t.dt.LUN == lun && lt(t.cmdSN, before) {
+				s.endLocked(i, nil, err)
+				t.dt.ended = true
+				ended = append(ended, i)
+			}
 		}
 	}
 	s.mu.Unlock()
-	for _, p := range ended {
-		p.task.ended = true
-		p.err = err
-		close(p.done)
+	for _, i := range ended {
+		s.finish(i)
 	}
 }
 
-// issue assigns an ITT and CmdSN and hands the request to send, in CmdSN
-// order. Immediate requests do not wait for the window nor advance CmdSN.
-// When MaxCmdSN does not move for a whole command timeout while a request
-// waits for the window, the session fails (ErrWindowClosed).
-func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
-	send func(itt, cmdSN, expStatSN uint32) error) (*pending, error) {
+// issue assigns an ITT and CmdSN to a control request and hands it to
+// send, in CmdSN order. Immediate requests do not wait for the window nor
+// advance CmdSN. When MaxCmdSN does not move for a whole command timeout
+// while a request waits for the window, the session fails
+// (ErrWindowClosed). It returns the request's task index, holding a
+// control token, and the CmdSN it carried.
+func (s *Session) issue(ctx context.Context, immediate bool,
+	send func(itt, cmdSN, expStatSN uint32) error) (int, uint32, error) {
+	select {
+	case s.ctlSem <- struct{}{}:
+	case <-ctx.Done():
+		return -1, 0, ctx.Err()
+	case <-s.failed:
+		return -1, 0, s.Err()
+	}
 	for {
 		s.mu.Lock()
 		if s.err != nil {
 			err := s.err
+			<-s.ctlSem
 			s.mu.Unlock()
-			return nil, err
+			return -1, 0, err
 		}
 		if immediate || !lt(s.maxCmdSN, s.cmdSN) {
-			p := s.registerLocked(t)
+			idx := s.allocCtlLocked()
+			t := &s.tt.tasks[idx]
 			cmdSN := s.cmdSN
-			p.cmdSN = cmdSN
+			t.cmdSN = cmdSN
 			if !immediate {
 				s.cmdSN++
 			}
-			err := send(p.itt, cmdSN, s.expStatSN)
+			err := send(t.itt, cmdSN, s.expStatSN)
+			if err != nil {
+				s.freeLocked(idx)
+			}
 			s.mu.Unlock()
-			if k, ok := s.dm.(kicker); ok && err == nil {
-				err = k.Kick()
+			if err == nil {
+				err = s.kick()
 			}
 			if err != nil {
 				s.fail(fmt.Errorf("send: %w", err))
-				s.unregister(p)
-				return nil, err
+				return -1, 0, err
 			}
-			return p, nil
+			return idx, cmdSN, nil
+		}
+		if s.windowCh == nil {
+			s.windowCh = make(chan struct{})
 		}
 		ch := s.windowCh
 		maxCmdSN, next := s.maxCmdSN, s.cmdSN
 		s.mu.Unlock()
 		if err := s.waitWindow(ctx, ch, maxCmdSN, next); err != nil {
-			return nil, err
+			<-s.ctlSem
+			return -1, 0, err
 		}
 	}
+}
+
+// kick posts what a batching datamover queued.
+func (s *Session) kick() error {
+	if k, ok := s.dm.(kicker); ok {
+		return k.Kick()
+	}
+	return nil
 }
 
 // waitWindow waits for MaxCmdSN to move (ch closed), for at most a command
@@ -379,43 +439,46 @@ func (s *Session) waitWindow(ctx context.Context, ch <-chan struct{}, maxCmdSN, 
 		defer t.Stop()
 		expire = t.C
 	}
-	{
-		s.timeouts.Add(1)
-		s.fail(fmt.Errorf("no window update for %v (MaxCmdSN %d, next CmdSN %d): %w",
-			s.cfg.CommandTimeout, maxCmdSN, next, ErrWindowClosed))
-	}
+	s.windowClosed(maxCmdSN, next)
 	return nil
+}
+
+// windowClosed fails the session for a window that stayed closed.
+func (s *Session) windowClosed(maxCmdSN, next uint32) {
+	s.timeouts.Add(1)
+	s.fail(fmt.Errorf("no window update for %v (MaxCmdSN %d, next CmdSN %d): %w",
+		s.cfg.CommandTimeout, maxCmdSN, next, ErrWindowClosed))
 }
 
 // tasksOutstanding reports whether a SCSI command waits for its status.
 func (s *Session) tasksOutstanding() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range s.pend {
-		if p.task != nil {
-			return true
-		}
-	}
-	return false
+	return s.tt.outstanding > 0
 }
 
-// wait waits for p's response.
-func (s *Session) wait(ctx context.Context, p *pending) (*pdu.PDU, error) {
+// wait waits for the answer to the control request at idx and frees its
+// entry. When ctx ends first the entry stays reserved (abandoned) until
+// the late answer arrives, which is then dropped, or the session ends.
+func (s *Session) wait(ctx context.Context, idx int) (*pdu.PDU, error) {
+	t := &s.tt.tasks[idx]
 	select {
-	case <-p.done:
-		return p.resp, p.err
+	case <-t.ch:
 	case <-ctx.Done():
 		s.mu.Lock()
-		if s.pend[p.itt] == p {
-			delete(s.pend, p.itt)
-			if s.abandoned == nil {
-				s.abandoned = map[uint32]struct{}{}
-			}
-			s.abandoned[p.itt] = struct{}{}
+		if t.state == taskSent {
+			t.state = taskAbandoned
+			s.mu.Unlock()
+			return nil, ctx.Err()
 		}
 		s.mu.Unlock()
-		return nil, ctx.Err()
+		<-t.ch // answered meanwhile
 	}
+	s.mu.Lock()
+	resp, err := t.resp, t.err
+	s.freeLocked(idx)
+	s.mu.Unlock()
+	return resp, err
 }
 
 // reader dispatches PDUs until the datamover fails or closes.
@@ -448,7 +511,16 @@ func (s *Session) reader() {
 // section 4.2.2.1). advance says whether the PDU consumes a StatSN.
 func (s *Session) updateSNs(op pdu.Opcode, sn pdu.TargetSNs, advance bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	err := s.updateSNsLocked(op, sn, advance)
+	kick := s.kickPending
+	s.mu.Unlock()
+	if kick {
+		s.afterStart(nil) // commands the window let through
+	}
+	return err
+}
+
+func (s *Session) updateSNsLocked(op pdu.Opcode, sn pdu.TargetSNs, advance bool) error {
 	s.lastRecv = time.Now()
 	d := int32(sn.StatSN - s.expStatSN)
 	if d > maxStatSNGap || d < -maxStatSNGap {
@@ -465,26 +537,39 @@ func (s *Session) updateSNs(op pdu.Opcode, sn pdu.TargetSNs, advance bool) error
 	}
 	if lt(s.maxCmdSN, sn.MaxCmdSN) {
 		s.maxCmdSN = sn.MaxCmdSN
-		close(s.windowCh)
-		s.windowCh = make(chan struct{})
+		if s.windowCh != nil {
+			close(s.windowCh)
+			s.windowCh = nil
+		}
+		s.openWindowLocked()
 	}
 	return nil
 }
 
-// complete hands p's response to its waiter.
-func (s *Session) complete(itt uint32, pdu *pdu.PDU) bool {
+// complete hands a response to the request with itt. It returns false when
+// no request in flight has that ITT, or it is an abandoned control request
+// (abandoned reports which).
+func (s *Session) complete(itt uint32, resp *pdu.PDU) (ok, abandoned bool) {
 	s.mu.Lock()
-	p := s.pend[itt]
-	if p != nil {
-		delete(s.pend, itt)
+	idx := s.tt.lookup(itt)
+	if idx < 0 || s.err != nil {
+		s.mu.Unlock()
+		return false, false
+	}
+	switch t := &s.tt.tasks[idx]; t.state {
+	case taskSent, taskEH:
+		s.endLocked(idx, resp, nil)
+	case taskAbandoned:
+		s.freeLocked(idx)
+		s.mu.Unlock()
+		return false, true
+	default:
+		s.mu.Unlock()
+		return false, false
 	}
 	s.mu.Unlock()
-	if p == nil {
-		return false
-	}
-	p.resp = pdu
-	close(p.done)
-	return true
+	s.finish(idx)
+	return true, false
 }
 
 func (s *Session) dispatch(p *pdu.PDU) error {
@@ -538,11 +623,7 @@ func (s *Session) dispatch(p *pdu.PDU) error {
 			s.loggedOut = true
 			s.mu.Unlock()
 		}
-		if !s.complete(p.BHS.ITT(), p) {
-			s.mu.Lock()
-			_, late := s.abandoned[p.BHS.ITT()]
-			delete(s.abandoned, p.BHS.ITT())
-			s.mu.Unlock()
+		if ok, late := s.complete(p.BHS.ITT(), p); !ok {
 			if !late {
 				return pdu.ProtocolErrorf(op, "response for unknown ITT 0x%x", p.BHS.ITT())
 			}
@@ -561,7 +642,7 @@ func (s *Session) dispatch(p *pdu.PDU) error {
 // completeOrDrop completes a task; a response for an unknown ITT belongs to a
 // task that was aborted and is dropped.
 func (s *Session) completeOrDrop(itt uint32, p *pdu.PDU) {
-	if !s.complete(itt, p) {
+	if ok, _ := s.complete(itt, p); !ok {
 		s.log.Debug().Uint32("itt", itt).Str("op", p.BHS.Opcode().String()).Msg("response for a finished task dropped")
 	}
 }
@@ -603,18 +684,22 @@ func (s *Session) handleReject(p *pdu.PDU) error {
 	copy(rb[:], p.Data[:pdu.BHSLen])
 	rej := &RejectError{Reason: r.Reason, Op: rb.Opcode()}
 	s.log.Warn().Str("rejected", rej.Op.String()).Str("reason", rejectReason(r.Reason)).Msg("target sent Reject")
-	itt := rb.ITT()
 	s.mu.Lock()
-	pd := s.pend[itt]
-	if pd != nil && itt != pdu.ReservedTag {
-		delete(s.pend, itt)
+	idx := s.tt.lookup(rb.ITT())
+	if idx >= 0 && s.err == nil {
+		switch s.tt.tasks[idx].state {
+		case taskSent, taskEH:
+			s.endLocked(idx, nil, rej)
+			s.mu.Unlock()
+			s.finish(idx)
+			return nil
+		case taskAbandoned:
+			s.freeLocked(idx)
+			s.mu.Unlock()
+			return nil
+		}
 	}
 	s.mu.Unlock()
-	if pd != nil && itt != pdu.ReservedTag {
-		pd.err = rej
-		close(pd.done)
-		return nil
-	}
 	if r.Reason == 0x04 || r.Reason == 0x09 {
 		// A protocol error we cannot pin on a request: the connection is unusable.
 		return fmt.Errorf("target: %w", rej)
@@ -686,14 +771,14 @@ func (s *Session) keepalive() {
 
 // Ping sends a NOP-Out and waits for the target's NOP-In.
 func (s *Session) Ping(ctx context.Context) error {
-	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
+	idx, _, err := s.issue(ctx, true, func(itt, cmdSN, expStatSN uint32) error {
 		n := pdu.NOPOut{Immediate: true, ITT: itt, TTT: pdu.ReservedTag, CmdSN: cmdSN, ExpStatSN: expStatSN}
 		return s.dm.SendPDU(pdu.NewPDU(&n, nil))
 	})
 	if err != nil {
 		return fmt.Errorf("nop-out: %w", err)
 	}
-	if _, err := s.wait(ctx, p); err != nil {
+	if _, err := s.wait(ctx, idx); err != nil {
 		return fmt.Errorf("nop-out: %w", err)
 	}
 	return nil
@@ -707,9 +792,7 @@ func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 }
 
 func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, refITT, refCmdSN uint32) (uint32, error) {
-	var sent uint32
-	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
-		sent = cmdSN
+	idx, sent, err := s.issue(ctx, true, func(itt, cmdSN, expStatSN uint32) error {
 		t := pdu.TaskMgmtRequest{Immediate: true, Function: fn, LUN: lun, ITT: itt, RTT: refITT,
 			CmdSN: cmdSN, ExpStatSN: expStatSN, RefCmdSN: refCmdSN}
 		if fn != pdu.TMFAbortTask {
@@ -720,7 +803,7 @@ func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 	if err != nil {
 		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
-	resp, err := s.wait(ctx, p)
+	resp, err := s.wait(ctx, idx)
 	if err != nil {
 		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
@@ -740,14 +823,14 @@ func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 
 // Logout closes the session with a Logout Request (reason "close the session").
 func (s *Session) Logout(ctx context.Context) error {
-	p, err := s.issue(ctx, false, nil, func(itt, cmdSN, expStatSN uint32) error {
+	idx, _, err := s.issue(ctx, false, func(itt, cmdSN, expStatSN uint32) error {
 		l := pdu.LogoutRequest{Reason: pdu.LogoutCloseSession, ITT: itt, CID: s.cfg.CID, CmdSN: cmdSN, ExpStatSN: expStatSN}
 		return s.dm.SendPDU(pdu.NewPDU(&l, nil))
 	})
 	if err != nil {
 		return fmt.Errorf("logout: %w", err)
 	}
-	resp, err := s.wait(ctx, p)
+	resp, err := s.wait(ctx, idx)
 	if err != nil {
 		return fmt.Errorf("logout: %w", err)
 	}

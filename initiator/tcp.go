@@ -377,6 +377,15 @@ func (d *TCPDatamover) recvDataIn(p *pdu.PDU, dlen int, dd bool) (*pdu.PDU, erro
 	}
 	pad := pdu.PadLen(dlen)
 	t := d.lookup(di.ITT)
+	if t != nil {
+		// The session reuses a Task for its next command once TaskDone
+		// returned: under mu the Task must still be this ITT's.
+		t.mu.Lock()
+		if t.done || t.ITT != di.ITT {
+			t.mu.Unlock()
+			t = nil
+		}
+	}
 	if t == nil {
 		// A task that was aborted or timed out: drop its data.
 		if err := d.discard(dlen + pad); err != nil {
@@ -392,30 +401,25 @@ func (d *TCPDatamover) recvDataIn(p *pdu.PDU, dlen int, dd bool) (*pdu.PDU, erro
 	}
 	end := uint64(di.BufferOffset) + uint64(dlen)
 	if end > uint64(len(t.Read)) {
+		t.mu.Unlock()
 		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: data at offset %d length %d beyond the %d-byte read buffer",
 			di.ITT, di.BufferOffset, dlen, len(t.Read))
 	}
 	st := t.dm.(*tcpTaskState)
 	if di.DataSN != st.expDataSN {
+		t.mu.Unlock()
 		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: DataSN %d, expected %d", di.ITT, di.DataSN, st.expDataSN)
 	}
 	if di.BufferOffset != st.nextOffset && dlen > 0 {
 		// In-order data leaves no gap and no overlap; a segment elsewhere
 		// would leave stale bytes in the buffer while the count adds up.
 		// (An empty segment, status only, places nothing.)
+		t.mu.Unlock()
 		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: Data-In at offset %d, expected %d (in-order data)",
 			di.ITT, di.BufferOffset, st.nextOffset)
 	}
 	st.expDataSN++
 	st.nextOffset += uint32(dlen)
-	t.mu.Lock()
-	if t.done {
-		t.mu.Unlock()
-		if err := d.discard(dlen + pad); err != nil {
-			return nil, err
-		}
-		return nil, d.checkDataDigestDiscarded(dd)
-	}
 	buf := t.Read[di.BufferOffset:end]
 	_, err := io.ReadFull(d.r, buf)
 	t.Received += uint32(dlen)

@@ -18,14 +18,14 @@ func (s *Session) Text(ctx context.Context, kvs []textkey.KV) ([]textkey.KV, err
 	ttt := pdu.ReservedTag
 	var all []byte
 	for {
-		p, err := s.issue(ctx, false, nil, func(itt, cmdSN, expStatSN uint32) error {
+		idx, _, err := s.issue(ctx, false, func(itt, cmdSN, expStatSN uint32) error {
 			t := pdu.TextRequest{Final: true, ITT: itt, TTT: ttt, CmdSN: cmdSN, ExpStatSN: expStatSN}
 			return s.dm.SendPDU(pdu.NewPDU(&t, data))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("text request: %w", err)
 		}
-		resp, err := s.wait(ctx, p)
+		resp, err := s.wait(ctx, idx)
 		if err != nil {
 			return nil, fmt.Errorf("text request: %w", err)
 		}
