@@ -127,7 +127,7 @@ func (s *Session) Submit(c *Command, done CommandDone, tag Tag) error {
 		s.mu.Unlock()
 		return fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 	}
-	if len(s.backlog) == 0 {
+	if s.bhead == len(s.backlog) {
 		select {
 		case s.slots <- struct{}{}:
 			idx := s.tt.alloc(true)

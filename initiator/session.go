@@ -94,9 +94,10 @@ type Session struct {
 	expStatSN uint32
 	windowCh  chan struct{} // made by a waiter, closed when MaxCmdSN moves
 	tt        taskTable     // every request in flight, by the index in its ITT
-	backlog   []queuedCmd   // Submits that found every command entry in use
-	ehq       []ehReq       // tasks waiting for error handling
-	wdArmed   bool          // the watchdog timer is set
+	backlog   []queuedCmd   // Submits that found every command entry in use, from bhead on
+	bhead     int
+	ehq       []ehReq // tasks waiting for error handling
+	wdArmed   bool    // the watchdog timer is set
 	// sendErr is a send failure met under the lock, and kickPending says
 	// commands were handed to the datamover under it: whoever releases
 	// the lock posts them (kick) and fails the session (afterStart).
@@ -249,8 +250,8 @@ func (s *Session) fail(err error) {
 		s.tt.tasks[i].state = taskDone
 		ended = append(ended, i)
 	}
-	backlog := s.backlog
-	s.backlog = nil
+	backlog := s.backlog[s.bhead:]
+	s.backlog, s.bhead = nil, 0
 	s.mu.Unlock()
 	if !errors.Is(err, ErrSessionClosed) {
 		s.log.Warn().Err(err).Msg("session ended")
@@ -303,13 +304,13 @@ func (s *Session) freeLocked(idx int) {
 		<-s.ctlSem
 		return
 	}
-	if len(s.backlog) > 0 && s.err == nil {
-		q := s.backlog[0]
-		s.backlog = s.backlog[1:]
-		if len(s.backlog) == 0 {
-			s.backlog = s.backlog[:0:0]
+	if s.bhead < len(s.backlog) && s.err == nil {
+		q := &s.backlog[s.bhead]
+		s.startQueuedLocked(q) // the token passes to it
+		*q = queuedCmd{}
+		if s.bhead++; s.bhead == len(s.backlog) {
+			s.backlog, s.bhead = s.backlog[:0], 0 // keeps its capacity
 		}
-		s.startQueuedLocked(&q) // the token passes to it
 		return
 	}
 	<-s.slots
