@@ -134,6 +134,8 @@ type Nexus struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+
+	cmds sync.Pool // *nexusCmd for Submit
 }
 
 // DialNexus logs in through the first portal that answers and starts the
@@ -325,25 +327,40 @@ func (n *Nexus) Do(ctx context.Context, c *Command) (*Result, error) {
 			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 		}
 		r, err := s.Do(ctx, c)
-		aborted := errors.Is(err, ErrTaskAborted)
-		if err == nil || ctx.Err() != nil || s.Err() == nil && !aborted {
+		if err == nil || ctx.Err() != nil {
 			return r, err
 		}
-		if s.Err() != nil {
-			n.mu.Lock()
-			n.markDownLocked(s)
-			n.mu.Unlock()
-		}
-		if errors.Is(err, ErrCommandTimeout) || errors.Is(err, ErrWindowClosed) {
-			if timeouts++; timeouts > maxTimeoutRetries {
-				return nil, &ioError{fmt.Errorf("%w (issued %d times)", err, timeouts), syscall.EIO}
-			}
-		}
-		if attempt >= maxReissue {
-			return r, err
+		again, err := n.reissue(s, err, &timeouts, attempt)
+		if !again {
+			return nil, err
 		}
 		n.log.Debug().Err(err).Uint8("op", c.CDB[0]).Msg("command reissued")
 	}
+}
+
+// reissue decides whether a command that failed with err on s is issued
+// again (on s, or on the next session): when s failed, or a task
+// management function ended the command, within the reissue and timeout
+// bounds. It returns the error to report otherwise.
+func (n *Nexus) reissue(s *Session, err error, timeouts *int, attempt int) (bool, error) {
+	aborted := errors.Is(err, ErrTaskAborted)
+	if s.Err() == nil && !aborted {
+		return false, err
+	}
+	if s.Err() != nil {
+		n.mu.Lock()
+		n.markDownLocked(s)
+		n.mu.Unlock()
+	}
+	if errors.Is(err, ErrCommandTimeout) || errors.Is(err, ErrWindowClosed) {
+		if *timeouts++; *timeouts > maxTimeoutRetries {
+			return false, &ioError{fmt.Errorf("%w (issued %d times)", err, *timeouts), syscall.EIO}
+		}
+	}
+	if attempt >= maxReissue {
+		return false, err
+	}
+	return true, err
 }
 
 // monitor waits for the current session to end and recovers it, until Close.
