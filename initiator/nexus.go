@@ -166,6 +166,9 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 		if ctx.Err() != nil {
 			break
 		}
+		if i+1 < len(cfg.Portals) {
+			n.log.Warn().Err(err).Str("portal", cfg.Portals[i]).Str("next", cfg.Portals[i+1]).Msg("portal skipped")
+		}
 	}
 	return nil, errors.Join(errs...)
 }
@@ -381,7 +384,7 @@ func (n *Nexus) recover(s *Session) bool {
 			n.downSince = time.Time{}
 			n.mu.Unlock()
 			n.log.Warn().Str("portal", ns.RemoteAddr()).Str("transport", ns.Transport()).Int("attempts", attempt).
-				Dur("down", time.Since(since)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
+				Dur("down", time.Since(since).Round(time.Millisecond)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
 			return true
 		}
 		if ctx.Err() != nil {

@@ -9,14 +9,13 @@ import (
 	"runtime/pprof"
 	"strings"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 )
 
 func main() {
 	app := newApp()
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "iser-attach: %s\n", oneLine(err))
+		printFinalError(err)
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
 			os.Exit(ec.ExitCode())
@@ -64,28 +63,6 @@ func newApp() *cli.App {
 		EnableBashCompletion: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // main prints errors
 	}
-}
-
-var logger zerolog.Logger
-
-func setupLogger(c *cli.Context) error {
-	lvl, err := zerolog.ParseLevel(c.String("log-level"))
-	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	switch c.String("log-format") {
-	case "json":
-		logger = zerolog.New(os.Stderr).With().Timestamp().Logger()
-	case "console":
-		fi, _ := os.Stderr.Stat()
-		tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
-		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty}).
-			With().Timestamp().Logger()
-	default:
-		return fmt.Errorf("--log-format: %q is neither json nor console", c.String("log-format"))
-	}
-	logger = logger.Level(lvl)
-	return nil
 }
 
 var profileFile *os.File

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+)
+
+// The process's logger: --log-level and --log-format, on stderr. Every
+// line, the final error included (printFinalError), is in the one format.
+
+// logTimeFormat is the timestamp of JSON lines: RFC 3339 with milliseconds.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func init() {
+	// Timestamps keep their milliseconds (the console writer parses the
+	// field back with this format) and durations print with their unit
+	// ("250ms", "2m0s") rather than as a bare number of milliseconds.
+	zerolog.TimeFieldFormat = logTimeFormat
+	zerolog.DurationFieldFormat = zerolog.DurationFormatString
+}
+
+// logger is the process's logger, set up by setupLogger.
+var logger zerolog.Logger
+
+// logJSON is set once setupLogger has chosen --log-format json.
+var logJSON bool
+
+// setupLogger reads --log-level and --log-format.
+func setupLogger(c *cli.Context) error {
+	lvl, err := zerolog.ParseLevel(c.String("log-level"))
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	switch c.String("log-format") {
+	case "json":
+		logger = zerolog.New(os.Stderr).With().Timestamp().Logger()
+		logJSON = true
+	case "console":
+		fi, _ := os.Stderr.Stat()
+		tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
+		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty}).
+			With().Timestamp().Logger()
+	default:
+		return fmt.Errorf("--log-format: %q is neither json nor console", c.String("log-format"))
+	}
+	logger = logger.Level(lvl)
+	return nil
+}
+
+// printFinalError reports the error a command ended with: one plain line
+// "iser-attach: ...", or with --log-format json one JSON line at level
+// error whose message is that error.
+func printFinalError(err error) {
+	if logJSON {
+		code := 1
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) && ec.ExitCode() != 0 {
+			code = ec.ExitCode()
+		}
+		// Not through logger's level: the final error always shows.
+		l := zerolog.New(os.Stderr).With().Timestamp().Logger()
+		l.Log().Str("level", zerolog.ErrorLevel.String()).
+			Int("exit_code", code).Msg(oneLine(err))
+		return
+	}
+	fmt.Fprintf(os.Stderr, "iser-attach: %s\n", oneLine(err))
+}
