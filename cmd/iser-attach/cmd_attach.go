@@ -44,8 +44,9 @@ const daemonChildEnv = "ISER_ATTACH_DAEMON_CHILD"
 
 func attachCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "attach",
-		Usage: "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
+		Name:      "attach",
+		Usage:     "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
+		ArgsUsage: "[NAME] (a configured volume: the same as --volume NAME)",
 		Flags: append(targetFlags(),
 			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
@@ -69,7 +70,13 @@ func attachCommand() *cli.Command {
 
 // attachSpecFrom reads --volume's configuration file, or the flags.
 func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
-	if v := c.String("volume"); v != "" {
+	v := c.String("volume")
+	if c.NArg() > 1 || c.NArg() == 1 && v != "" && v != c.Args().First() {
+		return nil, fmt.Errorf("attach: expected one volume, NAME or --volume NAME; got %q and --volume %q", c.Args().Slice(), v)
+	} else if c.NArg() == 1 {
+		v = c.Args().First() // attach NAME is attach --volume NAME
+	}
+	if v != "" {
 		for _, f := range c.LocalFlagNames() {
 			switch f {
 			case "volume", "daemon", "initiator-name":
