@@ -41,6 +41,10 @@ type Status struct {
 	PID        int      `json:"pid"`
 	Since      string   `json:"since"`
 	Counters   Counters `json:"counters"`
+	// Kind is "serve" for a serve process (ListServe; Name is then its
+	// export name and Listen its NBD listeners), empty for a volume.
+	Kind   string   `json:"kind,omitempty"`
+	Listen []string `json:"listen,omitempty"`
 }
 
 // Request is one control request (a JSON line).
