@@ -243,3 +243,28 @@ func TestCLICHAPFallbackIsDebug(t *testing.T) {
 		t.Errorf("%d CHAP lines at level debug, want 1", n)
 	}
 }
+
+// TestCLIJSONWarnings: the warnings commands print on stderr (here about
+// a world-readable secret file) are JSON lines too with --log-format json.
+func TestCLIJSONWarnings(t *testing.T) {
+	const iqn = "iqn.2026-11.test:chap-json"
+	srv := tgttest.Start(t, tgttest.Target{IQN: iqn, CHAP: &tgttest.CHAP{User: "u1", Secret: "goodsecret123"}})
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("goodsecret123\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, err := run(t, nil, "--log-format", "json", "info", "--portal", srv.Portal(), "--target", iqn, "--lun", "1",
+		"--chap-user", "u1", "--chap-secret-file", secret)
+	if err != nil {
+		t.Fatalf("info: %v\n%s", err, errs)
+	}
+	warned := false
+	for _, l := range jsonLines(t, errs) {
+		if strings.Contains(l["message"].(string), "world-readable") {
+			warned = l["level"] == "warn"
+		}
+	}
+	if !warned {
+		t.Errorf("no warn line about the world-readable secret file:\n%s", errs)
+	}
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -39,6 +42,7 @@ func setupLogger(c *cli.Context) error {
 	case "json":
 		logger = zerolog.New(os.Stderr).With().Timestamp().Logger()
 		logJSON = true
+		c.App.ErrWriter = &stderrLines{}
 	case "console":
 		fi, _ := os.Stderr.Stat()
 		tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
@@ -49,6 +53,34 @@ func setupLogger(c *cli.Context) error {
 	}
 	logger = logger.Level(lvl)
 	return nil
+}
+
+// stderrLines turns what commands print for the operator on stderr
+// (c.App.ErrWriter: warnings about secret files, notes) into log lines,
+// so that with --log-format json stderr holds JSON only. A line with
+// "warning: " in it is a warning, any other a notice at info level.
+type stderrLines struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *stderrLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if strings.Contains(line, "warning: ") {
+			logger.Warn().Msg(line)
+		} else {
+			logger.Info().Msg(line)
+		}
+	}
 }
 
 // printFinalError reports the error a command ended with: one plain line
