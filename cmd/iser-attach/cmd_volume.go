@@ -201,7 +201,7 @@ func volumeList(c *cli.Context) error {
 	}
 	for _, fe := range bad {
 		rows = append(rows, volumeRow{Name: strings.TrimSuffix(filepath.Base(fe.path), ".conf"), Path: fe.path,
-			State: "invalid", Error: oneLine(fe.err)})
+			State: "invalid", Error: finalMessage(fe.err)})
 	}
 	for i := range rows {
 		if st, ok := attached[rows[i].Name]; ok {

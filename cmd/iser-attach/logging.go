@@ -96,8 +96,20 @@ func printFinalError(err error) {
 		// Not through logger's level: the final error always shows.
 		l := zerolog.New(os.Stderr).With().Timestamp().Logger()
 		l.Log().Str("level", zerolog.ErrorLevel.String()).
-			Int("exit_code", code).Msg(oneLine(err))
+			Int("exit_code", code).Msg(finalMessage(err))
 		return
 	}
-	fmt.Fprintf(os.Stderr, "iser-attach: %s\n", oneLine(err))
+	fmt.Fprintf(os.Stderr, "iser-attach: %s\n", finalMessage(err))
+}
+
+// finalMessage is err on one line; the errors joined in it (one per
+// portal tried, say) are separated by "; ".
+func finalMessage(err error) string {
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			parts = append(parts, strings.Join(f, " "))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -35,5 +36,15 @@ func TestLogFieldFormats(t *testing.T) {
 	l.Info().Dur("retry_in", 250*time.Millisecond).Msg("x")
 	if got := con.String(); !strings.HasPrefix(got, "10:20:30.123 INF") || !strings.Contains(got, "retry_in=250ms") {
 		t.Errorf("console line %q", got)
+	}
+}
+
+// TestFinalMessage: the final error is one line; joined errors (one per
+// portal) stay apart.
+func TestFinalMessage(t *testing.T) {
+	err := errors.Join(errors.New("login to t at a: no login response from a within 1s"),
+		errors.New("login to t at b:  refused\n"))
+	if got, want := finalMessage(err), "login to t at a: no login response from a within 1s; login to t at b: refused"; got != want {
+		t.Errorf("finalMessage = %q, want %q", got, want)
 	}
 }
