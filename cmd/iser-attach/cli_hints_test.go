@@ -197,6 +197,20 @@ func TestCLILogFormats(t *testing.T) {
 		t.Errorf("%d skipped-portal lines, transport lines %v:\n%s", skipped, chosen, errs)
 	}
 
+	// discover over the same two portals: the silent one is a warning, the
+	// targets of the other are printed.
+	out, errs, _ := run(t, nil, "--log-format", "json", "discover", "--timeout", "1s", "--portal", silent, "--portal", srv.Portal())
+	skipped = 0
+	for _, l := range jsonLines(t, errs) {
+		if l["message"] == "portal skipped" && l["level"] == "warn" && l["portal"] == silent &&
+			strings.Contains(l["error"].(string), "no login response") {
+			skipped++
+		}
+	}
+	if skipped != 1 || !strings.Contains(out, srv.IQN()) {
+		t.Errorf("discover over a silent and a good portal: %d skipped-portal lines, output:\n%s\nstderr:\n%s", skipped, out, errs)
+	}
+
 	// Console format: HH:MM:SS.mmm.
 	_, errs, err = run(t, nil, "info", "--portal", srv.Portal(), "--target", srv.IQN(), "--lun", "1")
 	if err != nil {
