@@ -3,17 +3,23 @@ GO       ?= go
 FUZZTIME ?= 4s
 BIN      := bin
 
-.PHONY: all build build-nocgo test-bins vet unit fuzz e2e test demo bench-tcp bench-vm clean
+.PHONY: all build build-nocgo test-bins vet unit fuzz e2e test demo bench-tcp bench-vm clean deb deb-check test-deps demo-deps
+
+# The version the binary reports (iser-attach version) and the package carries: the VERSION
+# file, else git describe. REVISION is for builds Go cannot stamp with vcs.revision (worktrees).
+VERSION  ?= $(shell cat VERSION 2>/dev/null || git describe --always --dirty 2>/dev/null || echo unknown)
+REVISION ?= $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
+LDFLAGS  := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 all: build
 
 # The real binary links rdma-core at run time (dlopen), so it starts on hosts
 # without it; build-nocgo proves everything outside rdma/ builds without cgo.
 build:
-	CGO_ENABLED=1 $(GO) build -o $(BIN)/iser-attach ./cmd/iser-attach
+	CGO_ENABLED=1 $(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN)/iser-attach ./cmd/iser-attach
 
 build-nocgo:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/iser-attach-nocgo ./cmd/iser-attach
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN)/iser-attach-nocgo ./cmd/iser-attach
 
 # Test binaries the VM lab runs in the guest.
 test-bins:
@@ -40,10 +46,17 @@ fuzz:
 e2e: build build-nocgo test-bins
 	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
 
-# The shell tools' host tests first (seconds; script-tests below).
-test: script-tests vet build-nocgo unit fuzz e2e
+# The packages the tests need first (scripts/deps.sh: installs only what is missing), then the
+# shell tools' host tests (seconds; script-tests below).
+test: test-deps script-tests vet build-nocgo deb-check unit fuzz e2e
 
-demo:
+test-deps:
+	scripts/deps.sh test
+
+demo-deps:
+	scripts/deps.sh demo
+
+demo: demo-deps
 	scripts/demo.sh
 
 bench-tcp:
@@ -69,7 +82,21 @@ install: build
 uninstall:
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" scripts/install.sh uninstall
 
-# Host tests of the shell tools (seconds, no root needed): iser-fstab, install.sh.
+# Host tests of the shell tools (seconds, no root needed): iser-fstab, install.sh, deps.sh.
 script-tests:
 	scripts/iser-fstab-test.sh
 	scripts/install-test.sh
+	scripts/deps-test.sh
+
+# The Debian package, offline from the tree (scripts/deb/build.sh): a hardened (PIE, full
+# RELRO), stripped cgo build, its man page and completions, the units, udev rule, maintainer
+# scripts.
+deb:
+	CGO_ENABLED=1 $(GO) build -buildvcs=auto -buildmode=pie -trimpath \
+		-ldflags '$(LDFLAGS) -s -w -extldflags=-Wl,-z,relro,-z,now' -o $(BIN)/deb/iser-attach ./cmd/iser-attach
+	rm -f $(BIN)/iser-attach_*.deb
+	scripts/deb/build.sh $(BIN)/deb/iser-attach '$(VERSION)' $(BIN)
+
+# lintian (no errors) and the package's contents and maintainer scripts (scripts/deb/check.sh).
+deb-check: deb
+	scripts/deb/check.sh $(BIN)/iser-attach_*.deb

@@ -41,14 +41,25 @@ func (r *Result) Transferred(expected int) int {
 	return expected
 }
 
-// abortTimeout bounds the ABORT TASK sent for a cancelled command.
-const abortTimeout = 10 * time.Second
+// tmfTimeout bounds each task management request of the error handling
+// (ABORT TASK, LOGICAL UNIT RESET); a shorter command timeout bounds them
+// instead.
+const tmfTimeout = 10 * time.Second
 
 // Do runs a SCSI command and waits for its status. The returned error
 // covers transport and protocol failures, and a target that did not
 // complete the command (*ResponseError); SCSI status is in Result.
-// When ctx ends first the task is aborted (ABORT TASK) and ctx's error
-// returned; the buffers are not touched after Do returns.
+//
+// A command without status after the command timeout (SessionConfig), or
+// whose ctx ends first, is ended at the target as open-iscsi does: ABORT
+// TASK; when that fails or is not answered in time, LOGICAL UNIT RESET
+// (which ends every command on the LUN; they return ErrTaskAborted); when
+// that fails too, the session is dropped and the command returns the
+// session error once the connection is torn down. A timed-out command's
+// error wraps ErrCommandTimeout, and ErrTaskAborted when a task management
+// function ended it (a Nexus then issues it again, a bounded number of
+// times). Either way Do returns only when the target can no longer move
+// data for the command: the buffers are not touched after Do returns.
 func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	if len(c.CDB) == 0 || len(c.CDB) > 16 {
 		return nil, fmt.Errorf("scsi command: CDB of %d bytes (1 to 16 supported)", len(c.CDB))
@@ -73,22 +84,41 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	}
 	copy(cmd.CDB[:], c.CDB)
 	var sentCmdSN uint32
+	handed := false
 	p, err := s.issue(ctx, false, t, func(itt, cmdSN, expStatSN uint32) error {
 		cmd.ITT, cmd.CmdSN, cmd.ExpStatSN = itt, cmdSN, expStatSN
-		sentCmdSN = cmdSN
+		sentCmdSN, handed = cmdSN, true
 		return s.dm.SendCommand(&cmd, t)
 	})
 	if err != nil {
+		if handed && s.dead.Load() {
+			<-s.released // the datamover may have posted it: wait for teardown
+		}
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+	}
+	var expire <-chan time.Time
+	if s.cfg.CommandTimeout > 0 {
+		timer := time.NewTimer(s.cfg.CommandTimeout)
+		defer timer.Stop()
+		expire = timer.C
 	}
 	var resp *PDU
 	select {
 	case <-p.done:
 		resp, err = p.resp, p.err
+	case <-expire:
+		s.timeouts.Add(1)
+		s.log.Warn().Uint8("op", c.CDB[0]).Uint32("itt", p.itt).Dur("timeout", s.cfg.CommandTimeout).
+			Msg("scsi command timed out: aborting it")
+		resp, err = s.endTask(p, c.LUN, sentCmdSN, "timed out")
+		if resp == nil {
+			err = fmt.Errorf("no status within %v: %w: %w", s.cfg.CommandTimeout, ErrCommandTimeout, err)
+		}
 	case <-ctx.Done():
-		s.abort(p, c.LUN, sentCmdSN)
-		s.dm.TaskDone(t)
-		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], ctx.Err())
+		resp, err = s.endTask(p, c.LUN, sentCmdSN, "cancelled")
+		if resp == nil {
+			err = ctx.Err()
+		}
 	}
 	s.dm.TaskDone(t)
 	if err != nil {
@@ -111,14 +141,62 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	return r, nil
 }
 
-// abort sends ABORT TASK for a command whose caller gave up.
-func (s *Session) abort(p *pending, lun [8]byte, cmdSN uint32) {
-	s.unregister(p)
-	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
-	defer cancel()
-	if err := s.TaskManagement(ctx, TMFAbortTask, lun, p.itt, cmdSN); err != nil {
-		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("abort task failed")
+// endTask ends the task behind p, whose caller stopped waiting for it,
+// and returns only when the target can no longer move its data: ABORT
+// TASK; failing that LOGICAL UNIT RESET; failing that the session is
+// dropped and p released after the teardown. It returns p's response when
+// the status arrived meanwhile, an error wrapping ErrTaskAborted when a
+// task management function ended the task, else the session error.
+// Error handling runs for one command at a time.
+func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*PDU, error) {
+	s.ehMu.Lock()
+	defer s.ehMu.Unlock()
+	tmo := tmfTimeout
+	if s.cfg.CommandTimeout > 0 {
+		tmo = min(tmo, s.cfg.CommandTimeout)
 	}
+	if s.waiting(p) {
+		_, err := s.tmf(tmo, TMFAbortTask, lun, p.itt, cmdSN)
+		if err == nil {
+			// The task is gone at the target; a status sent before the
+			// TMF response has been dispatched already.
+			if s.take(p) {
+				p.task.ended = true
+				return nil, fmt.Errorf("ABORT TASK: %w", ErrTaskAborted)
+			}
+			<-p.done
+			return p.resp, p.err
+		}
+		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("abort task failed: resetting the logical unit")
+	}
+	if s.waiting(p) {
+		resetSN, err := s.tmf(tmo, TMFLogicalUnitReset, lun, reservedTag, 0)
+		if err == nil {
+			s.endLUNTasks(lun, resetSN, fmt.Errorf("LOGICAL UNIT RESET: %w", ErrTaskAborted))
+			<-p.done
+			return p.resp, p.err
+		}
+		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("logical unit reset failed: dropping the session")
+	}
+	if s.waiting(p) {
+		s.fail(fmt.Errorf("scsi command %s (ITT 0x%x) and neither ABORT TASK nor LOGICAL UNIT RESET ended it: dropping the session", why, p.itt))
+	}
+	<-p.done // a response, a reset, or the session's end (after the teardown)
+	return p.resp, p.err
+}
+
+// waiting reports whether p still waits for its response.
+func (s *Session) waiting(p *pending) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pend[p.itt] == p
+}
+
+// tmf runs one task management function, bounded by tmo.
+func (s *Session) tmf(tmo time.Duration, fn uint8, lun [8]byte, refITT, refCmdSN uint32) (uint32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), tmo)
+	defer cancel()
+	return s.taskManagement(ctx, fn, lun, refITT, refCmdSN)
 }
 
 // decodeStatus turns a SCSI Response or a Data-In with status into a Result.

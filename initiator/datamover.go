@@ -63,5 +63,9 @@ type Task struct {
 
 	mu   sync.Mutex // held by the datamover while it places data
 	done bool
-	dm   any // datamover-private state
+	// ended: a task management function ended the task at the target
+	// without a response (set before TaskDone); the target is done with
+	// its buffers, so the datamover may reuse them.
+	ended bool
+	dm    any // datamover-private state
 }

@@ -38,7 +38,7 @@ type RDMAMemory interface {
 	RKey() uint32
 }
 
-// iSER sizes (see ../shared/ISER-WIRE.md).
+// iSER sizes (RFC 7145; what LIO isert and tgt accept).
 const (
 	iserHeadersLen = ISERHeaderLen + BHSLen
 	// iserRecvDataLen is the InitiatorRecvDataSegmentLength we declare.
@@ -54,8 +54,8 @@ const (
 	// iserControlSlots are send slots beyond the queue depth, for NOP-Out,
 	// task management, text and logout.
 	iserControlSlots = 16
-	// iserSpareData are data slots beyond the queue depth: a slot whose task
-	// was aborted without an answer stays out of use until teardown.
+	// iserSpareData are bounce slots beyond the queue depth: a slot whose
+	// task was aborted without an answer stays out of use until teardown.
 	iserSpareData = 8
 	iserPollBatch = 32
 )
@@ -70,13 +70,13 @@ const (
 // ISERDatamover is the iSER datamover (RFC 7145) over one RDMA RC
 // connection, as Linux targets (LIO isert, tgt) expect it.
 //
-// Memory: two regions registered once. The control region holds the
-// receive ring and the send slots; the data region holds one 512 KiB slot
-// per command (queue depth + spare). A command's read buffer is advertised
-// with the data region's rkey (the target RDMA-WRITEs into it), a write
-// buffer likewise (the target RDMA-READs from it). Callers' buffers outside
-// registered memory are bounced through a slot; buffers in memory given to
-// RegisterIOBuffers (a Nexus's I/O buffers) go without a copy.
+// Memory: the control region, registered once, holds the receive ring and
+// the send slots. A command's buffer is advertised with its region's rkey
+// (the target RDMA-WRITEs read data into it and RDMA-READs write data from
+// it). Buffers in memory given to RegisterIOBuffers (a Nexus's I/O buffers)
+// go without a copy; other buffers are bounced through a 512 KiB slot of
+// the bounce pool, registered on demand (see iser_bounce.go), so a
+// frontend with registered buffers does not pin a second set.
 //
 // Goroutines: a poller, started by NewISERDatamover, owns the completion
 // queue: it frees send slots, turns receives into PDUs for Recv and
@@ -85,26 +85,29 @@ const (
 type ISERDatamover struct {
 	conn  RDMAConn
 	ctrl  RDMAMemory
-	data  RDMAMemory
-	extra []RDMAMemory // caller memory from RegisterIOBuffers
 	nRecv int
 	nSend int
-	slot  int // data slot size
+	slot  int // bounce slot size
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	freeSend []int
-	freeData []int
-	posted   []bool
-	tasks    map[uint32]*iserTask
-	pending  []rdma.SendWR // queued by SendCommand, posted by Kick
-	posting  bool          // a Kick is posting
-	params   Params
-	ffp      bool
-	closed   bool
-	err      error
+	mu        sync.Mutex
+	cond      *sync.Cond
+	freeSend  []int
+	freeData  []int        // free bounce slots
+	bounce    []RDMAMemory // bounce chunks; slot i is in chunk i/iserBounceChunk
+	nBounce   int          // bounce slots registered so far
+	maxBounce int          // cap: queue depth + spare
+	extra     []RDMAMemory // caller memory from RegisterIOBuffers
+	pinned    int64        // bytes registered on this connection
+	posted    []bool
+	tasks     map[uint32]*iserTask
+	pending   []rdma.SendWR // queued by SendCommand, posted by Kick
+	posting   bool          // a Kick is posting
+	params    Params
+	ffp       bool
+	closed    bool
+	err       error
 
-	memMu   sync.RWMutex // held (R) while copying from the data region
+	memMu   sync.RWMutex // held (R) while copying from a bounce slot
 	memGone bool
 
 	pdus      chan *PDU
@@ -115,10 +118,11 @@ type ISERDatamover struct {
 
 type iserTask struct {
 	t         *Task
-	slot      int // data slot, or -1 when the caller's buffer is registered
+	slot      int // bounce slot, or -1 when the caller's buffer is registered
 	mem       RDMAMemory
 	base      int // offset of the buffer in mem
 	responded bool
+	rejected  bool // the target Rejected the command: it never started
 }
 
 // NewISERDatamover runs iSER over an established RDMA connection, for up to
@@ -128,13 +132,14 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		queueDepth = 128
 	}
 	d := &ISERDatamover{
-		conn:  conn,
-		nRecv: queueDepth + iserControlSlots,
-		nSend: queueDepth + iserControlSlots,
-		slot:  MaxTransfer,
-		tasks: make(map[uint32]*iserTask),
-		pdus:  make(chan *PDU, queueDepth+iserControlSlots),
-		stop:  make(chan struct{}), pollerOut: make(chan struct{}),
+		conn:      conn,
+		nRecv:     queueDepth + iserControlSlots,
+		nSend:     queueDepth + iserControlSlots,
+		slot:      MaxTransfer,
+		maxBounce: queueDepth + iserSpareData,
+		tasks:     make(map[uint32]*iserTask),
+		pdus:      make(chan *PDU, queueDepth+iserControlSlots),
+		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
 		params: DefaultParams(),
 	}
 	d.cond = sync.NewCond(&d.mu)
@@ -143,17 +148,10 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		conn.Close()
 		return nil, fmt.Errorf("iser: register control buffers: %w", err)
 	}
-	nData := queueDepth + iserSpareData
-	if d.data, err = conn.RegisterMemory(nData * d.slot); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("iser: register %d MiB data buffers (check RLIMIT_MEMLOCK): %w", nData*d.slot>>20, err)
-	}
+	d.pinned = int64(len(d.ctrl.Bytes()))
 	d.posted = make([]bool, d.nRecv)
 	for i := d.nSend - 1; i >= 0; i-- {
 		d.freeSend = append(d.freeSend, i)
-	}
-	for i := nData - 1; i >= 0; i-- {
-		d.freeData = append(d.freeData, i)
 	}
 	go d.poller()
 	return d, nil
@@ -325,14 +323,14 @@ func (d *ISERDatamover) Kick() error {
 	return err
 }
 
-// registered finds the region b lies in (the data region or one from
-// RegisterIOBuffers) and b's offset there; nil when b is plain memory.
+// registered finds the region from RegisterIOBuffers b lies in and b's
+// offset there; nil when b is plain memory.
 func (d *ISERDatamover) registered(b []byte) (RDMAMemory, int) {
 	if len(b) == 0 {
 		return nil, 0
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	for _, m := range append([]RDMAMemory{d.data}, d.extra...) {
+	for _, m := range d.extra {
 		region := m.Bytes()
 		start := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
 		if p >= start && p+uintptr(len(b)) <= start+uintptr(len(region)) {
@@ -353,6 +351,7 @@ func (d *ISERDatamover) RegisterIOBuffers(mem []byte) error {
 	}
 	d.mu.Lock()
 	d.extra = append(d.extra, m)
+	d.pinned += int64(len(m.Bytes()))
 	d.mu.Unlock()
 	return nil
 }
@@ -374,21 +373,21 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	if d.closed {
 		return d.closedErr()
 	}
-	st := &iserTask{t: t, slot: -1, mem: d.data}
+	st := &iserTask{t: t, slot: -1}
+	var addr uint64
 	if n > 0 {
 		if m, off := d.registered(buf); m != nil {
 			st.mem, st.base = m, off
 		} else {
-			if len(d.freeData) == 0 {
-				return errors.New("iser: no free data buffer (too many aborted commands)")
+			slot, m, off, err := d.bounceSlotLocked()
+			if err != nil {
+				return err
 			}
-			st.slot = d.freeData[len(d.freeData)-1]
-			d.freeData = d.freeData[:len(d.freeData)-1]
-			st.base = st.slot * d.slot
-			copy(d.data.Bytes()[st.base:], t.Write)
+			st.slot, st.mem, st.base = slot, m, off
+			copy(m.Bytes()[off:], t.Write)
 		}
+		addr = st.mem.Addr() + uint64(st.base)
 	}
-	addr := st.mem.Addr() + uint64(st.base)
 	imm := 0
 	if len(t.Write) > 0 && d.params.ImmediateData {
 		imm = min(len(t.Write), int(d.params.FirstBurstLength), int(d.params.TargetRecvDataSegmentLength), iserMaxImmediate)
@@ -435,8 +434,11 @@ func (d *ISERDatamover) releaseLocked(st *iserTask) {
 
 // TaskDone implements Datamover. After a SCSI Response the target is done
 // with the buffer: read data is copied out of a bounce slot and the slot
-// reused. Without one (an aborted task) the slot is kept out of use until
-// teardown, so a late RDMA WRITE cannot land in a reused buffer.
+// reused. Without one the slot is kept out of use until teardown, so a late
+// RDMA WRITE cannot land in a reused buffer, unless a completed task
+// management function ended the task (its response came after the task's
+// RDMA on the same RC connection) or the target Rejected the command (it
+// never started): then the slot is reused, uncopied.
 func (d *ISERDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
 	st, _ := t.dm.(*iserTask)
@@ -445,15 +447,21 @@ func (d *ISERDatamover) TaskDone(t *Task) {
 		return
 	}
 	delete(d.tasks, t.ITT)
-	responded := st.responded
+	responded, rejected := st.responded, st.rejected
 	d.mu.Unlock()
-	if !responded || st.slot < 0 {
+	if st.slot < 0 || !responded && !t.ended && !rejected {
+		return
+	}
+	if !responded {
+		d.mu.Lock()
+		d.releaseLocked(st)
+		d.mu.Unlock()
 		return
 	}
 	if len(t.Read) > 0 {
 		d.memMu.RLock()
 		if !d.memGone {
-			copy(t.Read, d.data.Bytes()[st.base:st.base+len(t.Read)])
+			copy(t.Read, st.mem.Bytes()[st.base:st.base+len(t.Read)])
 		}
 		d.memMu.RUnlock()
 	}
@@ -607,18 +615,49 @@ func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
 	case OpDataIn, OpR2T:
 		return nil, protoErr(op, "not used over iSER: data moves by RDMA")
 	case OpSCSIResponse:
-		d.mu.Lock()
-		if st := d.tasks[p.BHS.ITT()]; st != nil {
-			st.responded = true // RC ordering: its RDMA WRITEs landed first
+		d.markResponded(p.BHS.ITT()) // RC ordering: its RDMA WRITEs landed first
+	case OpReject:
+		if itt, ok := rejectedCommand(p); ok {
+			d.mu.Lock()
+			if st := d.tasks[itt]; st != nil {
+				st.rejected = true
+			}
+			d.mu.Unlock()
 		}
-		d.mu.Unlock()
 	}
 	return p, nil
 }
 
+// markResponded records that the target is done with task itt's buffer:
+// TaskDone may copy out of its bounce slot and reuse it.
+func (d *ISERDatamover) markResponded(itt uint32) {
+	d.mu.Lock()
+	if st := d.tasks[itt]; st != nil {
+		st.responded = true
+	}
+	d.mu.Unlock()
+}
+
+// rejectedCommand returns the ITT of the SCSI Command a Reject PDU carries
+// in its data segment. A rejected SCSI Command never became a task (RFC
+// 7143 section 11.17: the rejected PDU is discarded, and a target may not
+// end an active task with a Reject), so the target never RDMAs its buffer;
+// any RDMA before the Reject's SEND would have landed first (RC ordering).
+func rejectedCommand(p *PDU) (uint32, bool) {
+	if len(p.Data) < BHSLen {
+		return 0, false
+	}
+	var rb BHS
+	copy(rb[:], p.Data[:BHSLen])
+	if rb.Opcode() != OpSCSICommand || rb.ITT() == reservedTag {
+		return 0, false
+	}
+	return rb.ITT(), true
+}
+
 // Close implements Datamover. It stops the poller, then closes the RDMA
 // connection, which disconnects, drains every outstanding work request and
-// only then deregisters the memory; copies out of the data region are
+// only then deregisters the memory; copies out of bounce slots are
 // excluded meanwhile. Idempotent.
 func (d *ISERDatamover) Close() error {
 	d.closeOnce.Do(func() {

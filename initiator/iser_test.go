@@ -16,8 +16,13 @@ import (
 
 func iserSession(t *testing.T, blocks int) (*initiator.Session, *initiator.ISERDatamover, *isertest.Conn) {
 	t.Helper()
+	return iserSessionDepth(t, blocks, 16)
+}
+
+func iserSessionDepth(t *testing.T, blocks, depth int) (*initiator.Session, *initiator.ISERDatamover, *isertest.Conn) {
+	t.Helper()
 	fc := isertest.NewConn(blocks)
-	dm, err := initiator.NewISERDatamover(fc, 16)
+	dm, err := initiator.NewISERDatamover(fc, depth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +30,7 @@ func iserSession(t *testing.T, blocks int) (*initiator.Session, *initiator.ISERD
 	defer cancel()
 	s, err := initiator.NewSession(ctx, dm, initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
 		InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake", ISID: initiator.NewISID()},
-		NOPInterval: -1, QueueDepth: 16})
+		NOPInterval: -1, QueueDepth: depth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +106,7 @@ func TestISERReadWriteSizes(t *testing.T) {
 	if fc.Target().Immediate == 0 {
 		t.Fatal("no immediate data was sent")
 	}
-	// Regions: control 0x9001, bounce slots 0x9002, RegisterIOBuffers 0x9003.
+	// Regions: control 0x9001, RegisterIOBuffers 0x9002, the first bounce chunk 0x9003.
 	uses := fc.RKeyUses()
 	if uses[0x9003] == 0 || uses[0x9002] == 0 || uses[0x9001] != 0 {
 		t.Fatalf("RDMA accesses per rkey %v: want both bounce and zero-copy, never the control region", uses)

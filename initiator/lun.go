@@ -57,6 +57,7 @@ type LUN struct {
 	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
 	retries int
 	ws      writeSameState
+	wc      writeCache
 }
 
 // OpenLUN probes logical unit n: it clears pending unit attentions and reads
@@ -69,14 +70,22 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	}
 	l.lun = enc
 	l.info.Number = n
+	l.wc.frontendWB.Store(true)
 	if err := l.probe(ctx); err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)
+	}
+	if rn, ok := s.(reinstateNotifier); ok {
+		rn.OnReinstated(l.reprobeWriteCache)
 	}
 	return l, nil
 }
 
-// Info returns what OpenLUN found.
-func (l *LUN) Info() LUNInfo { return l.info }
+// Info returns what OpenLUN found, with the write cache as last probed.
+func (l *LUN) Info() LUNInfo {
+	i := l.info
+	i.WriteCache = l.wc.target.Load()
+	return i
+}
 
 // exec runs one command and turns its status into an error, retrying
 // retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL, a target
@@ -110,7 +119,10 @@ func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Resu
 			return nil, last
 		}
 		var sense *scsi.SenseError
-		if !errors.As(err, &sense) || !sense.UnitAttention() {
+		if errors.As(err, &sense) {
+			l.noticeSense(sense)
+		}
+		if sense == nil || !sense.UnitAttention() {
 			// BUSY, TASK SET FULL, becoming ready: back off a little.
 			if err := backoff(ctx, attempt); err != nil {
 				return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
@@ -220,15 +232,18 @@ func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) error {
 
 // WriteAt implements nbd.Backend. fua sets the FUA bit when the LUN takes it
 // (DPOFUA); otherwise, as the Linux block layer does, the write is followed
-// by SYNCHRONIZE CACHE when the LUN has a volatile write cache.
+// by SYNCHRONIZE CACHE when the LUN has a volatile write cache. While the
+// target's cache is write-back but the frontend still says write-through
+// (see OnWriteCacheChange), every write is treated as FUA.
 func (l *LUN) WriteAt(ctx context.Context, p []byte, off int64, fua bool) error {
 	if l.info.WriteProtected {
 		return &ioError{errors.New("write: LUN is write-protected"), syscall.EROFS}
 	}
+	fua = fua || l.mustMakeDurable()
 	if err := l.rw(ctx, p, off, true, fua && l.info.FUA); err != nil {
 		return err
 	}
-	if fua && !l.info.FUA && l.info.WriteCache {
+	if fua && !l.info.FUA && l.wc.target.Load() {
 		return l.Flush(ctx)
 	}
 	return nil

@@ -120,30 +120,45 @@ func (l *LUN) readVPD(ctx context.Context) {
 	}
 }
 
+// readModeSense fills the write protection, DPOFUA and write cache fields
+// from the caching mode page. Without an answer the LUN is taken to have a
+// volatile cache: flushes are cheap, lost writes are not.
 func (l *LUN) readModeSense(ctx context.Context) {
-	buf := make([]byte, 255)
-	var mp scsi.ModeParameters
-	r, err := l.exec(ctx, scsi.ModeSense10(true, false, 0, 0x08, 0, uint16(len(buf))), buf, nil)
-	if err == nil {
-		mp, err = scsi.ParseModeSense10(buf[:r.Transferred(len(buf))])
-	}
+	mp, err := l.modeSense(ctx)
 	if err != nil {
-		r, err = l.exec(ctx, scsi.ModeSense6(true, 0, 0x08, 0, uint8(len(buf))), buf, nil)
-		if err != nil {
-			l.info.WriteCache = true // unknown: assume a volatile cache, flushes are cheap
-			return
-		}
-		if mp, err = scsi.ParseModeSense6(buf[:r.Transferred(len(buf))]); err != nil {
-			l.info.WriteCache = true
-			return
-		}
+		l.info.WriteCache = true
+		l.wc.target.Store(true)
+		return
 	}
 	l.info.WriteProtected = mp.WriteProtected()
 	l.info.FUA = mp.DPOFUA()
-	l.info.WriteCache = true
-	if p, ok := mp.Page(0x08, 0); ok {
-		if c, err := scsi.ParseCachingPage(p); err == nil {
-			l.info.WriteCache = c.WCE
+	l.info.WriteCache = cachingWCE(mp)
+	l.wc.target.Store(l.info.WriteCache)
+}
+
+// modeSense reads the caching mode page: MODE SENSE(10), else (6).
+func (l *LUN) modeSense(ctx context.Context) (scsi.ModeParameters, error) {
+	buf := make([]byte, 255)
+	r, err := l.exec(ctx, scsi.ModeSense10(true, false, 0, 0x08, 0, uint16(len(buf))), buf, nil)
+	if err == nil {
+		var mp scsi.ModeParameters
+		if mp, err = scsi.ParseModeSense10(buf[:r.Transferred(len(buf))]); err == nil {
+			return mp, nil
 		}
 	}
+	r, err = l.exec(ctx, scsi.ModeSense6(true, 0, 0x08, 0, uint8(len(buf))), buf, nil)
+	if err != nil {
+		return scsi.ModeParameters{}, err
+	}
+	return scsi.ParseModeSense6(buf[:r.Transferred(len(buf))])
+}
+
+// cachingWCE is the caching page's WCE bit; without the page, true.
+func cachingWCE(mp scsi.ModeParameters) bool {
+	if p, ok := mp.Page(0x08, 0); ok {
+		if c, err := scsi.ParseCachingPage(p); err == nil {
+			return c.WCE
+		}
+	}
+	return true
 }

@@ -46,6 +46,11 @@ const DefaultReplacementTimeout = 120 * time.Second
 // failures before its error is returned.
 const maxReissue = 16
 
+// maxTimeoutRetries bounds how often one command is issued again after it
+// timed out (aborted, or its session dropped) or found the CmdSN window
+// closed too long; one more such failure ends it with EIO.
+const maxTimeoutRetries = 2
+
 // ErrReplacementTimeout is wrapped by the error of I/O that found the
 // session down for longer than the replacement timeout. It maps to EIO.
 var ErrReplacementTimeout = errors.New("session down longer than the replacement timeout")
@@ -89,6 +94,9 @@ type NexusStatus struct {
 	Faults     uint64    // sessions lost
 	DownSince  time.Time // zero while up
 	LastError  error     // why the last session ended
+	// CommandTimeouts counts SCSI commands that got no status within the
+	// command timeout, and waits for a CmdSN window that stayed closed.
+	CommandTimeouts uint64
 }
 
 // Nexus is an I_T nexus that outlives its sessions: when the session fails
@@ -116,6 +124,8 @@ type Nexus struct {
 	lastErr    error
 	recoveries uint64
 	faults     uint64
+	timeouts   atomic.Uint64 // shared by every session: SessionConfig.timeouts
+	reinstated []func()      // OnReinstated hooks
 
 	ioMu  sync.Mutex // held while registering ioMem with a session
 	ioMem [][]byte   // from IOBuffers, registered with every session
@@ -152,6 +162,7 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 	}
 	cfg.Session.TSIH = 0
 	n := &Nexus{cfg: cfg, log: cfg.Logger, ready: make(chan struct{}), closed: make(chan struct{})}
+	n.cfg.Session.timeouts = &n.timeouts
 	var errs []error
 	for i := range cfg.Portals {
 		s, err := n.login(ctx, i)
@@ -197,7 +208,7 @@ func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {
 // registerIOMem registers the I/O buffers with s's datamover when it moves
 // data by RDMA.
 func registerIOMem(s *Session, mem [][]byte) error {
-	r, ok := s.dm.(interface{ RegisterIOBuffers([]byte) error })
+	r, ok := s.dm.(ioBufferRegistrar)
 	if !ok {
 		return nil
 	}
@@ -207,6 +218,20 @@ func registerIOMem(s *Session, mem [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// OnReinstated registers f, called by the monitor after every session
+// reinstatement (a LUN re-reads its mode pages: the target may have been
+// reconfigured meanwhile). f must not block.
+func (n *Nexus) OnReinstated(f func()) {
+	n.mu.Lock()
+	n.reinstated = append(n.reinstated, f)
+	n.mu.Unlock()
+}
+
+// ioBufferRegistrar is a datamover that registers a Nexus's I/O buffers.
+type ioBufferRegistrar interface {
+	RegisterIOBuffers(mem []byte) error
 }
 
 // Session returns the current session (possibly failed, while recovering).
@@ -221,7 +246,8 @@ func (n *Nexus) Status() NexusStatus {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st := NexusStatus{State: n.state, Recoveries: n.recoveries, Faults: n.faults,
-		DownSince: n.downSince, LastError: n.lastErr, Portal: n.cfg.Portals[n.portal]}
+		DownSince: n.downSince, LastError: n.lastErr, Portal: n.cfg.Portals[n.portal],
+		CommandTimeouts: n.timeouts.Load()}
 	if n.s != nil {
 		st.Transport = n.s.Transport()
 	}
@@ -288,21 +314,37 @@ func (n *Nexus) session(ctx context.Context) (*Session, error) {
 
 // Do runs a SCSI command like Session.Do. When the session fails before the
 // command completes, the command is issued again on the next session; while
-// there is none it waits, up to the replacement timeout.
+// there is none it waits, up to the replacement timeout. A command that a
+// task management function ended (ErrTaskAborted: after its own timeout, or
+// a LOGICAL UNIT RESET for another command) is issued again too, as the
+// target no longer runs it. A command that times out (or finds the CmdSN
+// window closed) more than maxTimeoutRetries times fails with EIO.
 func (n *Nexus) Do(ctx context.Context, c *Command) (*Result, error) {
+	timeouts := 0
 	for attempt := 0; ; attempt++ {
 		s, err := n.session(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 		}
 		r, err := s.Do(ctx, c)
-		if err == nil || ctx.Err() != nil || s.Err() == nil || attempt >= maxReissue {
+		aborted := errors.Is(err, ErrTaskAborted)
+		if err == nil || ctx.Err() != nil || s.Err() == nil && !aborted {
 			return r, err
 		}
-		n.mu.Lock()
-		n.markDownLocked(s)
-		n.mu.Unlock()
-		n.log.Debug().Err(err).Uint8("op", c.CDB[0]).Msg("command reissued after session failure")
+		if s.Err() != nil {
+			n.mu.Lock()
+			n.markDownLocked(s)
+			n.mu.Unlock()
+		}
+		if errors.Is(err, ErrCommandTimeout) || errors.Is(err, ErrWindowClosed) {
+			if timeouts++; timeouts > maxTimeoutRetries {
+				return nil, &ioError{fmt.Errorf("%w (issued %d times)", err, timeouts), syscall.EIO}
+			}
+		}
+		if attempt >= maxReissue {
+			return r, err
+		}
+		n.log.Debug().Err(err).Uint8("op", c.CDB[0]).Msg("command reissued")
 	}
 }
 
@@ -385,6 +427,12 @@ func (n *Nexus) recover(s *Session) bool {
 			n.mu.Unlock()
 			n.log.Warn().Str("portal", ns.RemoteAddr()).Str("transport", ns.Transport()).Int("attempts", attempt).
 				Dur("down", time.Since(since).Round(time.Millisecond)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
+			n.mu.Lock()
+			hooks := n.reinstated
+			n.mu.Unlock()
+			for _, f := range hooks {
+				f()
+			}
 			return true
 		}
 		if ctx.Err() != nil {
@@ -410,7 +458,7 @@ func (n *Nexus) IOBuffers(count, size int) ([][]byte, error) {
 	n.ioMu.Lock()
 	defer n.ioMu.Unlock()
 	s := n.Session()
-	if _, ok := s.dm.(interface{ RegisterIOBuffers([]byte) error }); !ok {
+	if _, ok := s.dm.(ioBufferRegistrar); !ok {
 		return nil, nil
 	}
 	if count <= 0 || size <= 0 || size > MaxTransfer {

@@ -26,6 +26,8 @@ type fakePortals struct {
 	portals []string // portal of each connection
 	// handler returns the full feature phase handler for connection n (0-based).
 	handler func(n int) func(t *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply
+	// setup, when set, prepares connection n's target before the login.
+	setup func(n int, t *iscsitest.Target)
 }
 
 func (f *fakePortals) connect(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
@@ -41,6 +43,9 @@ func (f *fakePortals) connect(ctx context.Context, dc initiator.DialConfig, sc i
 	f.mu.Unlock()
 	conn, _ := iscsitest.Pipe(f.t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
 		if req.BHS.Opcode() == initiator.OpLoginReq {
+			if f.setup != nil && len(tg.Seen()) == 1 {
+				f.setup(n, tg)
+			}
 			var lr initiator.LoginRequest
 			_ = lr.Unmarshal(&req.BHS)
 			f.mu.Lock()

@@ -20,11 +20,38 @@ type SessionConfig struct {
 	// (default 5 s; negative disables); NOPTimeout is how long the NOP-In
 	// may take (default 5 s).
 	NOPInterval, NOPTimeout time.Duration
-	Logger                  zerolog.Logger
+	// CommandTimeout bounds how long a SCSI command waits for its status,
+	// and how long the CmdSN window may stay closed while a command waits
+	// for it (default DefaultCommandTimeout; negative disables). A command
+	// that times out is aborted with ABORT TASK, then LOGICAL UNIT RESET,
+	// then the session is dropped (see Session.Do).
+	CommandTimeout time.Duration
+	Logger         zerolog.Logger
+
+	// timeouts counts command timeouts; a Nexus shares one counter with
+	// all its sessions. Nil: the session counts for itself.
+	timeouts *atomic.Uint64
 }
+
+// DefaultCommandTimeout is the default SessionConfig.CommandTimeout, the
+// Linux SCSI layer's default command timeout.
+const DefaultCommandTimeout = 30 * time.Second
 
 // ErrSessionClosed is returned for I/O on a session that was closed.
 var ErrSessionClosed = errors.New("iscsi session closed")
+
+// ErrCommandTimeout is wrapped by the error of a SCSI command that got no
+// status within the command timeout.
+var ErrCommandTimeout = errors.New("scsi command timed out")
+
+// ErrWindowClosed is wrapped by the session error when the target kept the
+// CmdSN window closed for longer than the command timeout.
+var ErrWindowClosed = errors.New("CmdSN window closed too long")
+
+// ErrTaskAborted is wrapped by the error of a command that ABORT TASK or
+// LOGICAL UNIT RESET ended at the target: the target no longer runs it,
+// so it may be issued again.
+var ErrTaskAborted = errors.New("task aborted at the target")
 
 // ErrTargetLogout is wrapped by the session error when the target asked for
 // a logout or dropped the connection (Async Message events 1 to 3).
@@ -39,9 +66,14 @@ const maxStatSNGap = 1 << 12
 //
 // Goroutines: NewSession starts a reader (dispatches every PDU from the
 // datamover) and a keepalive (NOP-Out pings). Close, or a connection failure,
-// ends them in this order: the session error is set and every waiter is
-// released, the datamover is closed (unblocking the reader), the keepalive
-// is stopped, then Close waits for both.
+// ends them in this order: the session error is set (no new request is
+// issued; the pending ones are parked), the datamover is closed (the socket
+// closed or the queue pair drained and destroyed), which unblocks the
+// reader; the reader, once it has stopped placing data, closes the
+// datamover again (waiting for a Close in progress) and only then releases
+// the parked waiters. The keepalive is stopped, and Close waits for both.
+// So no caller is told its command ended while the old connection can
+// still place data in its buffer.
 type Session struct {
 	dm     Datamover
 	cfg    SessionConfig
@@ -58,6 +90,8 @@ type Session struct {
 	expStatSN uint32
 	windowCh  chan struct{} // closed when MaxCmdSN moves
 	pend      map[uint32]*pending
+	abandoned map[uint32]struct{} // requests whose waiter gave up: a late answer is dropped
+	parked    map[uint32]*pending // pend at the failure, released by the reader
 	nextITT   uint32
 	err       error // sticky: the reason the session ended
 	lastRecv  time.Time
@@ -70,7 +104,11 @@ type Session struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	failed    chan struct{} // closed by fail
+	released  chan struct{} // closed by the reader once the datamover is closed
 	dead      atomic.Bool   // set by fail, for lock-free checks
+
+	ehMu     sync.Mutex // one command's error handling (abort, reset) at a time
+	timeouts *atomic.Uint64
 }
 
 // kicker is a datamover that queues work under the session's lock and
@@ -79,11 +117,12 @@ type kicker interface{ Kick() error }
 
 // pending is one request waiting for its response PDU, by ITT.
 type pending struct {
-	itt  uint32
-	task *Task
-	done chan struct{}
-	resp *PDU
-	err  error
+	itt   uint32
+	cmdSN uint32 // the CmdSN the request carried
+	task  *Task
+	done  chan struct{}
+	resp  *PDU
+	err   error
 }
 
 // NewSession logs in over dm and starts the full feature phase. On error dm
@@ -97,6 +136,12 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 	}
 	if cfg.NOPTimeout <= 0 {
 		cfg.NOPTimeout = 5 * time.Second
+	}
+	if cfg.CommandTimeout == 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
+	if cfg.timeouts == nil {
+		cfg.timeouts = new(atomic.Uint64)
 	}
 	if cfg.Want == (Params{}) {
 		cfg.Want = DefaultWant()
@@ -114,6 +159,7 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 		cmdSN: res.cmdSN, expCmdSN: res.expCmdSN, maxCmdSN: res.maxCmdSN, expStatSN: res.expStatSN,
 		windowCh: make(chan struct{}), pend: make(map[uint32]*pending), nextITT: 1,
 		lastRecv: time.Now(), stop: make(chan struct{}), failed: make(chan struct{}),
+		released: make(chan struct{}), timeouts: cfg.timeouts,
 	}
 	if lt(s.maxCmdSN, s.expCmdSN-1) {
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
@@ -165,7 +211,13 @@ func (s *Session) Done() <-chan struct{} { return s.failed }
 // lt is serial number arithmetic (RFC 1982, 32 bits): a < b.
 func lt(a, b uint32) bool { return a != b && int32(a-b) < 0 }
 
-// fail ends the session with err (the first error wins) and releases every waiter.
+// CommandTimeouts counts the SCSI commands that timed out on this session
+// (on every session of its Nexus, when it has one).
+func (s *Session) CommandTimeouts() uint64 { return s.timeouts.Load() }
+
+// fail ends the session with err (the first error wins) and closes the
+// datamover. The pending requests are parked: the reader releases them once
+// the datamover can no longer place data in their buffers (release).
 func (s *Session) fail(err error) {
 	s.mu.Lock()
 	if s.err != nil {
@@ -174,19 +226,33 @@ func (s *Session) fail(err error) {
 	}
 	s.err = err
 	s.dead.Store(true)
-	pend := s.pend
+	s.parked = s.pend
 	s.pend = make(map[uint32]*pending)
 	close(s.windowCh)
 	close(s.failed)
 	s.mu.Unlock()
-	for _, p := range pend {
-		p.err = err
-		close(p.done)
-	}
-	s.dm.Close()
 	if !errors.Is(err, ErrSessionClosed) {
 		s.log.Warn().Err(err).Msg("session ended")
 	}
+	s.dm.Close()
+}
+
+// release runs as the reader ends, after fail: it closes the datamover
+// (Close is idempotent and returns only once a Close in progress elsewhere
+// has completed: socket closed and writer stopped, or queue pair drained
+// and memory deregistered), so with the reader gone too nothing places data
+// any more; only then are the parked waiters told the session ended.
+func (s *Session) release() {
+	s.dm.Close()
+	s.mu.Lock()
+	parked, err := s.parked, s.err
+	s.parked = nil
+	s.mu.Unlock()
+	for _, p := range parked {
+		p.err = err
+		close(p.done)
+	}
+	close(s.released)
 }
 
 // register allocates an ITT for a new request.
@@ -209,16 +275,46 @@ func (s *Session) registerLocked(t *Task) *pending {
 	}
 }
 
-func (s *Session) unregister(p *pending) {
+func (s *Session) unregister(p *pending) { s.take(p) }
+
+// take removes p from the pending requests. It returns false when p was
+// no longer there: a response, a reset or the session's end took it, and
+// p.done is (or will be) closed by whoever did.
+func (s *Session) take(p *pending) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.pend[p.itt] == p {
 		delete(s.pend, p.itt)
+		return true
+	}
+	return false
+}
+
+// endLUNTasks ends every pending SCSI command on lun with err: after a
+// LOGICAL UNIT RESET the target runs none of them any more.
+func (s *Session) endLUNTasks(lun [8]byte, before uint32, err error) {
+	s.mu.Lock()
+	var ended []*pending
+	for itt, p := range s.pend {
+		// Only the commands sent before the reset (CmdSN below its own):
+		// one sent after it is a new task the target runs.
+		if p.task != nil && p.task.LUN == lun && lt(p.cmdSN, before) {
+			delete(s.pend, itt)
+			ended = append(ended, p)
+		}
 	}
 	s.mu.Unlock()
+	for _, p := range ended {
+		p.task.ended = true
+		p.err = err
+		close(p.done)
+	}
 }
 
 // issue assigns an ITT and CmdSN and hands the request to send, in CmdSN
 // order. Immediate requests do not wait for the window nor advance CmdSN.
+// When MaxCmdSN does not move for a whole command timeout while a request
+// waits for the window, the session fails (ErrWindowClosed).
 func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
 	send func(itt, cmdSN, expStatSN uint32) error) (*pending, error) {
 	for {
@@ -231,6 +327,7 @@ func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
 		if immediate || !lt(s.maxCmdSN, s.cmdSN) {
 			p := s.registerLocked(t)
 			cmdSN := s.cmdSN
+			p.cmdSN = cmdSN
 			if !immediate {
 				s.cmdSN++
 			}
@@ -247,13 +344,58 @@ func (s *Session) issue(ctx context.Context, immediate bool, t *Task,
 			return p, nil
 		}
 		ch := s.windowCh
+		maxCmdSN, next := s.maxCmdSN, s.cmdSN
 		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := s.waitWindow(ctx, ch, maxCmdSN, next); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// waitWindow waits for MaxCmdSN to move (ch closed), for at most a command
+// timeout; then the session fails, as the target takes no more commands.
+func (s *Session) waitWindow(ctx context.Context, ch <-chan struct{}, maxCmdSN, next uint32) error {
+	var expire <-chan time.Time
+	if s.cfg.CommandTimeout > 0 {
+		t := time.NewTimer(s.cfg.CommandTimeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	for {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-expire:
+		}
+		if !s.tasksOutstanding() {
+			break
+		}
+		// Commands are outstanding: their own timeouts and error handling
+		// end them, and that moves the window or drops the session.
+		t := time.NewTimer(s.cfg.CommandTimeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	{
+		s.timeouts.Add(1)
+		s.fail(fmt.Errorf("no window update for %v (MaxCmdSN %d, next CmdSN %d): %w",
+			s.cfg.CommandTimeout, maxCmdSN, next, ErrWindowClosed))
+	}
+	return nil
+}
+
+// tasksOutstanding reports whether a SCSI command waits for its status.
+func (s *Session) tasksOutstanding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pend {
+		if p.task != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // wait waits for p's response.
@@ -262,7 +404,15 @@ func (s *Session) wait(ctx context.Context, p *pending) (*PDU, error) {
 	case <-p.done:
 		return p.resp, p.err
 	case <-ctx.Done():
-		s.unregister(p)
+		s.mu.Lock()
+		if s.pend[p.itt] == p {
+			delete(s.pend, p.itt)
+			if s.abandoned == nil {
+				s.abandoned = map[uint32]struct{}{}
+			}
+			s.abandoned[p.itt] = struct{}{}
+		}
+		s.mu.Unlock()
 		return nil, ctx.Err()
 	}
 }
@@ -270,6 +420,7 @@ func (s *Session) wait(ctx context.Context, p *pending) (*PDU, error) {
 // reader dispatches PDUs until the datamover fails or closes.
 func (s *Session) reader() {
 	defer s.wg.Done()
+	defer s.release()
 	for {
 		p, err := s.dm.Recv()
 		if err != nil {
@@ -389,7 +540,14 @@ func (s *Session) dispatch(p *PDU) error {
 			s.mu.Unlock()
 		}
 		if !s.complete(p.BHS.ITT(), p) {
-			return protoErr(op, "response for unknown ITT 0x%x", p.BHS.ITT())
+			s.mu.Lock()
+			_, late := s.abandoned[p.BHS.ITT()]
+			delete(s.abandoned, p.BHS.ITT())
+			s.mu.Unlock()
+			if !late {
+				return protoErr(op, "response for unknown ITT 0x%x", p.BHS.ITT())
+			}
+			s.log.Debug().Uint32("itt", p.BHS.ITT()).Str("op", op.String()).Msg("late response to an abandoned request dropped")
 		}
 	case OpReject:
 		return s.handleReject(p)
@@ -545,7 +703,14 @@ func (s *Session) Ping(ctx context.Context) error {
 // TaskManagement sends a task management function request and returns an
 // error unless the target answers "function complete".
 func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, refITT, refCmdSN uint32) error {
+	_, err := s.taskManagement(ctx, fn, lun, refITT, refCmdSN)
+	return err
+}
+
+func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, refITT, refCmdSN uint32) (uint32, error) {
+	var sent uint32
 	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
+		sent = cmdSN
 		t := TaskMgmtRequest{Immediate: true, Function: fn, LUN: lun, ITT: itt, RTT: refITT,
 			CmdSN: cmdSN, ExpStatSN: expStatSN, RefCmdSN: refCmdSN}
 		if fn != TMFAbortTask {
@@ -554,24 +719,24 @@ func (s *Session) TaskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 		return s.dm.SendPDU(NewPDU(&t, nil))
 	})
 	if err != nil {
-		return fmt.Errorf("task management %d: %w", fn, err)
+		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
 	resp, err := s.wait(ctx, p)
 	if err != nil {
-		return fmt.Errorf("task management %d: %w", fn, err)
+		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
 	var r TaskMgmtResponse
 	if err := r.Unmarshal(&resp.BHS); err != nil {
-		return err
+		return sent, err
 	}
 	if r.Response != 0 {
 		name, ok := tmfResponseNames[r.Response]
 		if !ok {
 			name = fmt.Sprintf("response %d", r.Response)
 		}
-		return fmt.Errorf("task management %d: %s", fn, name)
+		return sent, fmt.Errorf("task management %d: %s", fn, name)
 	}
-	return nil
+	return sent, nil
 }
 
 // Logout closes the session with a Logout Request (reason "close the session").

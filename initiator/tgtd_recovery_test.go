@@ -49,7 +49,8 @@ func (w *syncBuffer) String() string {
 
 // dialRecoveryNexus logs in to srv's first target with fast keepalives and
 // backoff and opens LUN 1. The log goes to the test output if it fails.
-func dialRecoveryNexus(t *testing.T, srv *tgttest.Server, replacement time.Duration) (*initiator.Nexus, *initiator.LUN, *syncBuffer) {
+// mods change the configuration before the login.
+func dialRecoveryNexus(t *testing.T, srv *tgttest.Server, replacement time.Duration, mods ...func(*initiator.NexusConfig)) (*initiator.Nexus, *initiator.LUN, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := zerolog.New(logs).With().Timestamp().Logger()
@@ -65,6 +66,9 @@ func dialRecoveryNexus(t *testing.T, srv *tgttest.Server, replacement time.Durat
 		MinBackoff:         50 * time.Millisecond,
 		MaxBackoff:         200 * time.Millisecond,
 		Logger:             log,
+	}
+	for _, mod := range mods {
+		mod(&cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -636,4 +640,47 @@ func TestTgtdNexusSurvivesAHungTarget(t *testing.T) {
 	verifyRegions(t, l, srv.LUNPath(srv.IQN(), 1), ws)
 	st := nx.Status()
 	t.Logf("faults survived: %d (recoveries %d); %d writes, %d failed", st.Faults, st.Recoveries, total, failed)
+}
+
+// TestTgtdCommandTimeoutEndsAHungTargetWithoutKeepalive freezes tgtd
+// (SIGSTOP) for 3 s under writers with the keepalive off: only the command
+// timeout (500 ms) notices. ABORT TASK and LOGICAL UNIT RESET go
+// unanswered, so the session is dropped; the nexus reinstates it once tgtd
+// runs again and reissues the writes. No write fails and every
+// acknowledged write reads back.
+func TestTgtdCommandTimeoutEndsAHungTargetWithoutKeepalive(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	nx, l, logs := dialRecoveryNexus(t, srv, 10*time.Second, func(c *initiator.NexusConfig) {
+		c.Session.NOPInterval = -1
+		c.Session.CommandTimeout = 500 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, stop := startWriters(l, 4, 2048, 2048)
+	defer stop()
+	waitProgress(t, ws, "before the stall")
+
+	if err := srv.Stall(ctx, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "recovery from the stall", 10*time.Second, func() bool {
+		st := nx.Status()
+		return st.Recoveries >= 1 && st.State == initiator.NexusUp
+	})
+	st := nx.Status()
+	if st.CommandTimeouts == 0 || !strings.Contains(logs.String(), "dropping the session") {
+		t.Errorf("status %+v after a 3 s stall; want the session dropped after a command timeout", st)
+	}
+	checkOneSession(t, srv, nx, "after the stall")
+	waitProgress(t, ws, "after the stall")
+	stop()
+	for _, w := range ws {
+		for _, r := range w.results {
+			if r.err != nil {
+				t.Errorf("write failed: %v", r.err)
+			}
+		}
+	}
+	verifyRegions(t, l, srv.LUNPath(srv.IQN(), 1), ws)
+	t.Logf("command timeouts %d, faults %d, recoveries %d", st.CommandTimeouts, st.Faults, st.Recoveries)
 }

@@ -3,7 +3,8 @@
 # iSCSI target (tgtd on 127.0.0.1, iSCSI over TCP): discovery, LUN info, an
 # NBD export of the LUN, and a random-data write/read-back through it.
 #
-# Needs: root (tgtd), Go, and on Debian 12: apt-get install tgt libnbd-bin
+# Needs: root (tgtd), Go, and on Debian 12 tgt and libnbd-bin (make demo installs them first:
+# scripts/deps.sh demo).
 # Env: DEMO_SIZE (LUN size, default 64M; the data written fills it).
 set -euo pipefail
 
@@ -18,7 +19,7 @@ die() { echo "demo: $*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found (try: apt-get install $2)"; }
 
 [ "$(id -u)" = 0 ] || die "tgtd needs root: run as root"
-need go golang
+command -v go >/dev/null 2>&1 || die "go not found: install Go from https://go.dev/dl and put /usr/local/go/bin on PATH"
 need tgtd tgt
 need tgtadm tgt
 need nbdinfo libnbd-bin

@@ -23,7 +23,14 @@ check() { # check DESCRIPTION CMD...
 }
 mode() { stat -c %a "$1" 2>/dev/null; }
 
-printf '#!/bin/sh\necho fake iser-attach "$@"\n' >"$T/iser-attach"
+cat >"$T/iser-attach" <<'EOF'
+#!/bin/sh
+case $1 in
+gen-man) echo '.TH iser-attach 8' ;;
+gen-completion) echo "# fake $2 completion" ;;
+*) echo fake iser-attach "$@" ;;
+esac
+EOF
 chmod 0700 "$T/iser-attach"
 
 # Default prefix.
@@ -32,6 +39,9 @@ out=$(DESTDIR=$D "$HERE/install.sh" install "$T/iser-attach" 2>&1) || bad "insta
 for f in usr/local/sbin/iser-attach:755 usr/local/sbin/iser-fstab:755 \
 	usr/local/lib/systemd/system/iser-attach@.service:644 usr/local/lib/systemd/system/iser-attach.target:644 \
 	usr/local/lib/udev/rules.d/60-iser-attach.rules:644 usr/local/share/doc/iser-attach/operations.md:644 \
+	usr/local/share/man/man8/iser-attach.8:644 usr/local/share/man/man8/iser-fstab.8:644 \
+	usr/local/share/bash-completion/completions/iser-attach:644 \
+	usr/local/share/zsh/site-functions/_iser-attach:644 \
 	etc/iser-attach/volumes:755; do
 	p=$D/${f%:*}
 	check "$p missing" test -e "$p"
@@ -39,6 +49,11 @@ for f in usr/local/sbin/iser-attach:755 usr/local/sbin/iser-fstab:755 \
 done
 check "binary not copied" cmp -s "$T/iser-attach" "$D/usr/local/sbin/iser-attach"
 check "iser-fstab not copied" cmp -s "$HERE/iser-fstab" "$D/usr/local/sbin/iser-fstab"
+check "man page not from gen-man" grep -qx '.TH iser-attach 8' "$D/usr/local/share/man/man8/iser-attach.8"
+check "bash completion not from gen-completion bash" grep -qx '# fake bash completion' \
+	"$D/usr/local/share/bash-completion/completions/iser-attach"
+check "zsh completion not from gen-completion zsh" grep -qx '# fake zsh completion' \
+	"$D/usr/local/share/zsh/site-functions/_iser-attach"
 U=$D/usr/local/lib/systemd/system/iser-attach@.service
 check "ExecStart not substituted: $(grep ExecStart= "$U")" \
 	grep -qx 'ExecStart=/usr/local/sbin/iser-attach --log-format=json attach --volume %i' "$U"
@@ -87,10 +102,25 @@ check "PREFIX=/usr: unit not in /usr/lib/systemd/system" test -f "$D/usr/lib/sys
 check "PREFIX=/usr: ExecStart wrong" grep -q '^ExecStart=/usr/sbin/iser-attach ' "$D/usr/lib/systemd/system/iser-attach@.service"
 check "PREFIX=/usr: rule not in /usr/lib/udev/rules.d" test -f "$D/usr/lib/udev/rules.d/60-iser-attach.rules"
 
+# PREFIX=/usr with Debian's zsh completion directory (make deb).
+D=$T/deb
+out=$(DESTDIR=$D PREFIX=/usr ZSHCOMPDIR=/usr/share/zsh/vendor-completions \
+	"$HERE/install.sh" install "$T/iser-attach" 2>&1) || bad "ZSHCOMPDIR install: $out"
+check "ZSHCOMPDIR ignored" test -f "$D/usr/share/zsh/vendor-completions/_iser-attach"
+check "PREFIX=/usr: bash completion not in /usr/share/bash-completion/completions" \
+	test -f "$D/usr/share/bash-completion/completions/iser-attach"
+check "PREFIX=/usr: man page not in /usr/share/man/man8" test -f "$D/usr/share/man/man8/iser-attach.8"
+
 # Errors.
 out=$(DESTDIR=$T/x "$HERE/install.sh" install "$T/nonexistent" 2>&1)
 check "missing binary not refused: $out" test $? = 1
 check "missing binary message: $out" grep -q "binary '$T/nonexistent' missing" <<<"$out"
+printf '#!/bin/sh\n[ "$1" != gen-man ] || exit 3\n' >"$T/no-man"
+chmod 0755 "$T/no-man"
+out=$(DESTDIR=$T/nm "$HERE/install.sh" install "$T/no-man" 2>&1)
+check "failing gen-man not refused: $out" test $? = 1
+check "failing gen-man message: $out" grep -q "gen-man failed" <<<"$out"
+check "failing gen-man left a man page" test ! -e "$T/nm/usr/local/share/man/man8/iser-attach.8"
 out=$(DESTDIR=$T/x PREFIX=relative "$HERE/install.sh" install "$T/iser-attach" 2>&1)
 check "relative PREFIX not refused: $out" test $? = 1
 out=$(DESTDIR=$T/x "$HERE/install.sh" frob 2>&1)

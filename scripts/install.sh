@@ -1,5 +1,6 @@
 #!/bin/sh
-# install.sh: install or remove iser-attach, its systemd units, udev rule and fstab helper.
+# install.sh: install or remove iser-attach, its systemd units, udev rule, fstab helper,
+# manual page and shell completions.
 # `make install` / `make uninstall` run it; the VM lab runs it in the guest to install the
 # host-built binary exactly the same way.
 #
@@ -14,6 +15,11 @@
 #                  (systemd reads /usr/local/lib/systemd/system as well as /usr/lib/...)
 #   UDEVRULESDIR   $PREFIX/lib/udev/rules.d      60-iser-attach.rules
 #   DOCDIR         $PREFIX/share/doc/iser-attach operations.md
+#   MANDIR         $PREFIX/share/man             man8/iser-attach.8 (from BINARY gen-man),
+#                                                man8/iser-fstab.8
+#   BASHCOMPDIR    $PREFIX/share/bash-completion/completions   iser-attach
+#   ZSHCOMPDIR     $PREFIX/share/zsh/site-functions            _iser-attach
+#                  (both from BINARY gen-completion bash|zsh)
 #   SYSCONFDIR     /etc                          iser-attach/volumes/ (created, never removed
 #                                                while it holds a configuration)
 # With DESTDIR empty it also runs `systemctl daemon-reload` (when systemd runs), enables
@@ -29,6 +35,9 @@ SBINDIR=${SBINDIR:-$PREFIX/sbin}
 UNITDIR=${UNITDIR:-$PREFIX/lib/systemd/system}
 UDEVRULESDIR=${UDEVRULESDIR:-$PREFIX/lib/udev/rules.d}
 DOCDIR=${DOCDIR:-$PREFIX/share/doc/iser-attach}
+MANDIR=${MANDIR:-$PREFIX/share/man}
+BASHCOMPDIR=${BASHCOMPDIR:-$PREFIX/share/bash-completion/completions}
+ZSHCOMPDIR=${ZSHCOMPDIR:-$PREFIX/share/zsh/site-functions}
 SYSCONFDIR=${SYSCONFDIR:-/etc}
 VOLDIR=$SYSCONFDIR/iser-attach/volumes
 
@@ -38,8 +47,8 @@ die() {
 	exit 1
 }
 
-for d in "$PREFIX" "$SBINDIR" "$UNITDIR" "$UDEVRULESDIR" "$DOCDIR" "$SYSCONFDIR"; do
-	case $d in /*) ;; *) die "'$d' is not an absolute path (PREFIX, SBINDIR, UNITDIR, UDEVRULESDIR, DOCDIR, SYSCONFDIR)" ;; esac
+for d in "$PREFIX" "$SBINDIR" "$UNITDIR" "$UDEVRULESDIR" "$DOCDIR" "$MANDIR" "$BASHCOMPDIR" "$ZSHCOMPDIR" "$SYSCONFDIR"; do
+	case $d in /*) ;; *) die "'$d' is not an absolute path (PREFIX, SBINDIR, UNITDIR, UDEVRULESDIR, DOCDIR, MANDIR, BASHCOMPDIR, ZSHCOMPDIR, SYSCONFDIR)" ;; esac
 done
 
 UNITS="iser-attach@.service iser-attach.target"
@@ -81,6 +90,16 @@ do_install() {
 	for u in $UNITS; do put 0644 "$REPO/scripts/systemd/$u" "$UNITDIR/$u"; done
 	put 0644 "$REPO/scripts/systemd/$RULES" "$UDEVRULESDIR/$RULES"
 	put 0644 "$REPO/docs/operations.md" "$DOCDIR/operations.md"
+	# The manual page and completions come from the binary's own definitions.
+	gen=$(mktemp -d) || die "mktemp"
+	"$bin" gen-man >"$gen/iser-attach.8" || { rm -rf "$gen"; die "$bin gen-man failed"; }
+	"$bin" gen-completion bash >"$gen/iser-attach.bash" || { rm -rf "$gen"; die "$bin gen-completion bash failed"; }
+	"$bin" gen-completion zsh >"$gen/_iser-attach" || { rm -rf "$gen"; die "$bin gen-completion zsh failed"; }
+	put 0644 "$gen/iser-attach.8" "$MANDIR/man8/iser-attach.8"
+	put 0644 "$REPO/scripts/iser-fstab.8" "$MANDIR/man8/iser-fstab.8"
+	put 0644 "$gen/iser-attach.bash" "$BASHCOMPDIR/iser-attach"
+	put 0644 "$gen/_iser-attach" "$ZSHCOMPDIR/_iser-attach"
+	rm -rf "$gen"
 	mkdir -p "$DESTDIR$VOLDIR" && chmod 0755 "$DESTDIR$SYSCONFDIR/iser-attach" "$DESTDIR$VOLDIR" ||
 		die "mkdir $DESTDIR$VOLDIR"
 	say "$DESTDIR$VOLDIR/ (one NAME.conf per volume)"
@@ -121,7 +140,9 @@ do_uninstall() {
 		[ -z "$enabled" ] || say "note: volumes still enabled (systemctl disable them): $(echo $enabled)"
 	fi
 	for f in "$SBINDIR/iser-attach" "$SBINDIR/iser-fstab" "$UNITDIR/iser-attach@.service" \
-		"$UNITDIR/iser-attach.target" "$UDEVRULESDIR/$RULES" "$DOCDIR/operations.md"; do
+		"$UNITDIR/iser-attach.target" "$UDEVRULESDIR/$RULES" "$DOCDIR/operations.md" \
+		"$MANDIR/man8/iser-attach.8" "$MANDIR/man8/iser-fstab.8" "$BASHCOMPDIR/iser-attach" \
+		"$ZSHCOMPDIR/_iser-attach"; do
 		if [ -e "$DESTDIR$f" ] || [ -L "$DESTDIR$f" ]; then
 			rm -f "$DESTDIR$f" || die "rm $DESTDIR$f"
 			say "removed $DESTDIR$f"

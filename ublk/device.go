@@ -124,6 +124,9 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkUnserved(info); err != nil {
+		return fail(err)
+	}
 	if info.Flags&FlagUserRecovery == 0 {
 		return fail(errors.New("device was created without UBLK_F_USER_RECOVERY"))
 	}
@@ -161,14 +164,22 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 	return d, nil
 }
 
-// Remove stops and deletes device id, served or not (STOP_DEV, DEL_DEV);
-// for devices a dead server left behind. I/O held for recovery fails.
+// Remove stops and deletes device id (STOP_DEV, DEL_DEV), a device a dead
+// server left behind: I/O held for recovery fails. It refuses (ErrServed)
+// a device whose server is alive.
 func Remove(ctx context.Context, id int) error {
 	c, err := openChecked(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.close()
+	info, err := c.getDevInfo(ctx, uint32(id))
+	if err != nil {
+		return fmt.Errorf("ublk remove: %w", err)
+	}
+	if err := checkUnserved(info); err != nil {
+		return fmt.Errorf("ublk remove dev %d: %w", id, err)
+	}
 	if err := c.stopDev(ctx, uint32(id)); err != nil {
 		return fmt.Errorf("ublk remove: %w", err)
 	}
@@ -176,6 +187,39 @@ func Remove(ctx context.Context, id int) error {
 		return fmt.Errorf("ublk remove: %w", err)
 	}
 	return nil
+}
+
+// ErrServed is wrapped when a device is still served by a live process:
+// it is neither taken over nor removed.
+var ErrServed = errors.New("device is served by a live process")
+
+// checkUnserved fails when the device is live and its server (the pid
+// START_DEV or END_USER_RECOVERY recorded) is a live process other than
+// this one. A dead server's device stays live until the driver notices
+// (it then quiesces it for recovery), so only the process tells.
+func checkUnserved(info DevInfo) error {
+	pid := int(info.ServerPID)
+	if info.State != stateLive || pid <= 0 || pid == os.Getpid() || !processAlive(pid) {
+		return nil
+	}
+	return fmt.Errorf("%w: pid %d serves %s", ErrServed, pid, CharPath(int(info.DevID)))
+}
+
+// processAlive reports whether pid is a process that has not exited: it
+// exists and is not a zombie (whose files, the char device among them,
+// are closed already).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	return s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 // openChecked opens the control device and checks the driver's features.

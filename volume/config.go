@@ -32,6 +32,7 @@ const (
 	DefaultReplacementTimeout = 120 * time.Second
 	DefaultNOPInterval        = 5 * time.Second
 	DefaultNOPTimeout         = 5 * time.Second
+	DefaultCommandTimeout     = 30 * time.Second
 	DefaultLoginTimeout       = 15 * time.Second
 	DefaultQueues             = 1
 	DefaultNBDConnections     = 4
@@ -61,6 +62,9 @@ type Config struct {
 	// ReplacementTimeout is how long I/O waits for a lost session to come
 	// back (0: fail at once); NOPInterval 0 turns NOP-Out pings off.
 	ReplacementTimeout, NOPInterval, NOPTimeout, LoginTimeout time.Duration
+	// CommandTimeout is how long a SCSI command may go without status
+	// before it is aborted (then the LUN reset, then the session dropped).
+	CommandTimeout time.Duration
 	// Queues are ublk hardware queues; NBDConnections the sockets of an
 	// NBD device.
 	Queues, NBDConnections int
@@ -128,6 +132,7 @@ func DefaultConfig(name string) Config {
 		NOPInterval:        DefaultNOPInterval,
 		NOPTimeout:         DefaultNOPTimeout,
 		LoginTimeout:       DefaultLoginTimeout,
+		CommandTimeout:     DefaultCommandTimeout,
 		Queues:             DefaultQueues,
 		NBDConnections:     DefaultNBDConnections,
 	}
@@ -154,6 +159,7 @@ var configKeys = map[string]configKey{
 	"nop_interval":        {set: func(c *Config, v string) error { return setDuration(&c.NOPInterval, v, true) }},
 	"nop_timeout":         {set: func(c *Config, v string) error { return setDuration(&c.NOPTimeout, v, false) }},
 	"login_timeout":       {set: func(c *Config, v string) error { return setDuration(&c.LoginTimeout, v, false) }},
+	"command_timeout":     {set: func(c *Config, v string) error { return setDuration(&c.CommandTimeout, v, false) }},
 	"queues":              {set: func(c *Config, v string) error { return setInt(&c.Queues, v, 1, 4096) }},
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
@@ -467,6 +473,7 @@ func (c *Config) Marshal() []byte {
 	dur("nop_interval", c.NOPInterval, d.NOPInterval)
 	dur("nop_timeout", c.NOPTimeout, d.NOPTimeout)
 	dur("login_timeout", c.LoginTimeout, d.LoginTimeout)
+	dur("command_timeout", c.CommandTimeout, d.CommandTimeout)
 	num("queues", c.Queues, d.Queues)
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
 	str("initiator_name", c.InitiatorName, "")

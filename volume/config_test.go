@@ -34,6 +34,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.QueueDepth = 1024
 	full.ReplacementTimeout, full.NOPInterval = 0, 0
 	full.NOPTimeout, full.LoginTimeout = 3*time.Second, time.Minute
+	full.CommandTimeout = 45 * time.Second
 	full.Queues, full.NBDConnections = 2, 8
 	full.InitiatorName = "iqn.2026-01.com.example:host1"
 
@@ -67,6 +68,7 @@ replacement_timeout = 0
 nop_interval = 0s
 nop_timeout = 3s
 login_timeout = 1m
+command_timeout = 45s
 queues = 2
 nbd_connections = 8
 initiator_name = iqn.2026-01.com.example:host1
@@ -133,6 +135,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"replacement no unit", base + "replacement_timeout = 30\n", 3, "replacement_timeout", "not a duration"},
 		{"nop timeout 0", base + "nop_timeout = 0\n", 3, "nop_timeout", "more than 0"},
 		{"login timeout 0", base + "login_timeout = 0s\n", 3, "login_timeout", "more than 0"},
+		{"command timeout 0", base + "command_timeout = 0\n", 3, "command_timeout", "more than 0"},
 		{"queues 0", base + "queues = 0\n", 3, "queues", "1 to 4096"},
 		{"nbd connections", base + "nbd_connections = 65\n", 3, "nbd_connections", "1 to 64"},
 		{"initiator name", base + "initiator_name = host1\n", 3, "initiator_name", "not an iSCSI name"},

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -109,15 +110,38 @@ func ListenControl(name string, c Controller) (*ControlServer, error) {
 		return nil, fmt.Errorf("volume %s is already attached as %s (pid %d)", name, resp.Status.Device, resp.Status.PID)
 	}
 	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	ln, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	_ = os.Chmod(path, 0o600)
 	s := &ControlServer{path: path, ln: ln, c: c}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
+}
+
+// umaskMu serialises listenPrivate's umask changes (the umask is the
+// process's).
+var umaskMu sync.Mutex
+
+// afterListen, when set (by tests), sees the socket right after it was
+// bound.
+var afterListen func(path string)
+
+// listenPrivate binds a unix socket at path with mode 0600 from the
+// start: bind(2) creates the file with 0777 less the umask, so the umask
+// is 0177 for that call. A chmod after the bind would leave a moment in
+// which anyone may connect.
+func listenPrivate(path string) (net.Listener, error) {
+	umaskMu.Lock()
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	umaskMu.Unlock()
+	if err == nil && afterListen != nil {
+		afterListen(path)
+	}
+	return ln, err
 }
 
 func (s *ControlServer) accept() {
@@ -231,7 +255,14 @@ func List(ctx context.Context) ([]Status, error) {
 
 // Find returns the control socket of the volume named nameOrDevice, or of
 // the volume whose device is nameOrDevice (/dev/ublkb0, /dev/nbd1).
+// A stable name (LinkDir/NAME, LinkDir/by-wwn/WWN) finds its volume only
+// when the volume it names is attached as the device it points at: a link
+// a killed server left may point at a device number another volume has
+// now.
 func Find(ctx context.Context, nameOrDevice string) (string, Status, error) {
+	if rel, err := filepath.Rel(LinkDir, nameOrDevice); err == nil && filepath.IsAbs(nameOrDevice) && !strings.HasPrefix(rel, "..") {
+		return findLink(ctx, nameOrDevice)
+	}
 	if !strings.HasPrefix(nameOrDevice, "/") {
 		p := SocketPath(nameOrDevice)
 		resp, err := Query(ctx, p, Request{Op: "status"})
@@ -249,4 +280,29 @@ func Find(ctx context.Context, nameOrDevice string) (string, Status, error) {
 		}
 	}
 	return "", Status{}, fmt.Errorf("no attached volume named or at %q", nameOrDevice)
+}
+
+// findLink is Find for a stable name: the volume it names must be attached
+// as the device the link points at.
+func findLink(ctx context.Context, link string) (string, Status, error) {
+	target := linkTarget(link)
+	if target == "" {
+		return "", Status{}, fmt.Errorf("%s is not a link to an attached volume's device", link)
+	}
+	all, err := List(ctx)
+	if err != nil {
+		return "", Status{}, err
+	}
+	base, byWWN := filepath.Base(link), filepath.Dir(link) == filepath.Join(LinkDir, "by-wwn")
+	for _, st := range all {
+		if (byWWN && st.WWN == base || !byWWN && st.Name == base) && st.Device == target {
+			return SocketPath(st.Name), st, nil
+		}
+	}
+	for _, st := range all {
+		if st.Device == target {
+			return "", Status{}, fmt.Errorf("%s is a stale link: it points at %s, which volume %s is attached as", link, target, st.Name)
+		}
+	}
+	return "", Status{}, fmt.Errorf("%s is a stale link: no attached volume is %s", link, target)
 }

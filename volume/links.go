@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -57,7 +58,52 @@ func CreateLinks(name, device, wwn string) error {
 			return fmt.Errorf("create links for %s: %w", name, err)
 		}
 	}
-	return nil
+	return dropStaleLinks(device, paths)
+}
+
+// dropStaleLinks removes the links in LinkDir and LinkDir/by-wwn, other
+// than keep, that point at device: a server killed before it could remove
+// its links leaves them, and the kernel gives its device number to the
+// next device, now another volume's. Such a link would lead to the wrong
+// disk.
+func dropStaleLinks(device string, keep []string) error {
+	var errs []error
+	for _, dir := range []string{LinkDir, filepath.Join(LinkDir, "by-wwn")} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("stale links: %w", err))
+			}
+			continue
+		}
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			if e.Type()&fs.ModeSymlink == 0 || strings.HasPrefix(e.Name(), ".") || slices.Contains(keep, p) {
+				continue
+			}
+			if linkTarget(p) != filepath.Clean(device) {
+				continue
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("stale link: %w", err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// linkTarget is where the link at p points, made absolute, or "" when p is
+// not a link.
+func linkTarget(p string) string {
+	target, err := os.Readlink(p)
+	if err != nil {
+		return ""
+	}
+	if !filepath.IsAbs(target) {
+		// udev (60-iser-attach.rules) rewrites the link relative: ../ublkb0.
+		target = filepath.Join(filepath.Dir(p), target)
+	}
+	return filepath.Clean(target)
 }
 
 // replaceLink makes path a symbolic link to target: a link under a

@@ -3,6 +3,7 @@ package volume
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -118,5 +119,76 @@ func TestRemoveLinksRelative(t *testing.T) {
 	}
 	if _, err := os.Lstat(link); !os.IsNotExist(err) {
 		t.Fatalf("relative link still there: %v", err)
+	}
+}
+
+// A server killed before it removed its links leaves /dev/iser/OLD ->
+// /dev/ublkb0; the kernel then gives ublkb0 to another volume. Its attach
+// must not leave the old name leading to its disk.
+func TestCreateLinksDropsStaleLinksToTheDevice(t *testing.T) {
+	dir := tempLinkDir(t)
+	const oldWWN, newWWN = "naa.6001405000000000000000000000old", "naa.6001405000000000000000000000new"
+	if err := CreateLinks("old", "/dev/ublkb0", oldWWN); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateLinks("keep", "/dev/ublkb1", ""); err != nil {
+		t.Fatal(err)
+	}
+	// udev's relative form of a stale link, too.
+	if err := os.Symlink("../ublkb0", filepath.Join(dir, "relative")); err != nil {
+		t.Fatal(err)
+	}
+	relDev := filepath.Join(filepath.Dir(dir), "ublkb0")
+	if err := CreateLinks("new", relDev, newWWN); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "relative")); !os.IsNotExist(err) {
+		t.Fatalf("relative stale link to %s kept: %v", relDev, err)
+	}
+	if err := CreateLinks("new", "/dev/ublkb0", newWWN); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "old"), filepath.Join(dir, "by-wwn", oldWWN)} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("stale link %s -> %q kept", p, readLink(t, p))
+		}
+	}
+	if readLink(t, filepath.Join(dir, "new")) != "/dev/ublkb0" || readLink(t, filepath.Join(dir, "by-wwn", newWWN)) != "/dev/ublkb0" {
+		t.Fatal("the new links are wrong")
+	}
+	if readLink(t, filepath.Join(dir, "keep")) != "/dev/ublkb1" {
+		t.Fatal("a link to another device was removed")
+	}
+}
+
+// detach and status find a volume by its stable name only while the link
+// leads to that volume's device: a stale link leading to another volume's
+// device (or to none) finds nothing.
+func TestFindByLinkTrustsOnlyLiveLinks(t *testing.T) {
+	tempRunDir(t)
+	dir := tempLinkDir(t)
+	const wwnA, wwnB = "naa.60014050000000000000000000000a", "naa.60014050000000000000000000000b"
+	s, err := ListenControl("b", &fakeController{st: Status{Name: "b", Device: "/dev/ublkb0", WWN: wwnB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// a's server was killed: its links stayed; b got ublkb0 since. c's device is gone.
+	for name, dev := range map[string]string{"a": "/dev/ublkb0", "b": "/dev/ublkb0", "c": "/dev/ublkb5",
+		"by-wwn/" + wwnA: "/dev/ublkb0", "by-wwn/" + wwnB: "/dev/ublkb0"} {
+		if err := replaceLink(dev, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, link := range []string{"b", "by-wwn/" + wwnB} {
+		if _, st, err := Find(ctx2(t), filepath.Join(dir, link)); err != nil || st.Name != "b" {
+			t.Errorf("find %s: %v %+v", link, err, st)
+		}
+	}
+	for link, want := range map[string]string{"a": "which volume b is attached as", "by-wwn/" + wwnA: "which volume b is attached as",
+		"c": "no attached volume is /dev/ublkb5", "none": "is not a link"} {
+		if _, st, err := Find(ctx2(t), filepath.Join(dir, link)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("find %s: %v %+v, want an error with %q", link, err, st, want)
+		}
 	}
 }

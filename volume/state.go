@@ -2,9 +2,11 @@ package volume
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // State is what a volume leaves in RunDir so that the next attach of the
@@ -14,9 +16,53 @@ type State struct {
 	Frontend string `json:"frontend"`
 	ID       int    `json:"id"`
 	Device   string `json:"device"`
+	// PID is the process that created or last took over the device.
+	PID int `json:"pid,omitempty"`
+	// LUN is the disk the device shows: a later attach takes the device
+	// over only for the same LUN (Identity.Check).
+	LUN Identity `json:"lun"`
 }
 
-func statePath(name string) string { return filepath.Join(RunDir, name+".state") }
+// Identity tells one LUN from another: its WWN (VPD 0x83), unit serial
+// number (VPD 0x80), size and logical block size.
+type Identity struct {
+	WWN       string `json:"wwn,omitempty"`
+	Serial    string `json:"serial,omitempty"`
+	Size      int64  `json:"size,omitempty"`
+	BlockSize uint32 `json:"block_size,omitempty"`
+}
+
+// Known reports whether the identity says anything (a state file written
+// before identities were recorded has none).
+func (id Identity) Known() bool { return id != Identity{} }
+
+// Check fails when got, the LUN just opened, is not the LUN id recorded:
+// a WWN, serial, size or block size that was recorded and differs.
+func (id Identity) Check(got Identity) error {
+	var diffs []string
+	if id.WWN != "" && id.WWN != got.WWN {
+		diffs = append(diffs, fmt.Sprintf("WWN %q, this LUN %q", id.WWN, got.WWN))
+	}
+	if id.Serial != "" && id.Serial != got.Serial {
+		diffs = append(diffs, fmt.Sprintf("serial %q, this LUN %q", id.Serial, got.Serial))
+	}
+	if id.Size != 0 && id.Size != got.Size {
+		diffs = append(diffs, fmt.Sprintf("size %d, this LUN %d", id.Size, got.Size))
+	}
+	if id.BlockSize != 0 && id.BlockSize != got.BlockSize {
+		diffs = append(diffs, fmt.Sprintf("block size %d, this LUN %d", id.BlockSize, got.BlockSize))
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: recorded %s", ErrOtherLUN, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// ErrOtherLUN is wrapped when a recorded device shows another LUN.
+var ErrOtherLUN = errors.New("the device shows another LUN")
+
+// StatePath is the state file of volume name.
+func StatePath(name string) string { return filepath.Join(RunDir, name+".state") }
 
 // WriteState records the device of volume name.
 func WriteState(name string, st State) error {
@@ -24,16 +70,16 @@ func WriteState(name string, st State) error {
 		return fmt.Errorf("volume state: %w", err)
 	}
 	b, _ := json.Marshal(st)
-	tmp := statePath(name) + ".tmp"
+	tmp := StatePath(name) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("volume state: %w", err)
 	}
-	return os.Rename(tmp, statePath(name))
+	return os.Rename(tmp, StatePath(name))
 }
 
 // ReadState returns the recorded device of volume name, if any.
 func ReadState(name string) (State, bool) {
-	b, err := os.ReadFile(statePath(name))
+	b, err := os.ReadFile(StatePath(name))
 	if err != nil {
 		return State{}, false
 	}
@@ -45,4 +91,4 @@ func ReadState(name string) (State, bool) {
 }
 
 // RemoveState forgets the device of volume name (after a clean detach).
-func RemoveState(name string) { _ = os.Remove(statePath(name)) }
+func RemoveState(name string) { _ = os.Remove(StatePath(name)) }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,5 +138,35 @@ func TestInUseRejectsNonBlockDevices(t *testing.T) {
 	os.WriteFile(f, nil, 0o600)
 	if _, _, err := InUse(f); err == nil {
 		t.Fatal("regular file accepted")
+	}
+}
+
+// The socket is 0600 from the moment it exists, whatever the umask: a
+// chmod after the bind would leave it open to anyone for a while.
+func TestControlSocketPrivateFromTheStart(t *testing.T) {
+	tempRunDir(t)
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	var mode os.FileMode
+	afterListen = func(path string) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Errorf("stat right after listen: %v", err)
+			return
+		}
+		mode = fi.Mode()
+	}
+	defer func() { afterListen = nil }()
+	srv, err := ListenControl("db", &fakeController{st: Status{Name: "db"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if mode&os.ModeSocket == 0 || mode.Perm() != 0o600 {
+		t.Fatalf("socket mode right after listen: %v, want 0600", mode)
+	}
+	// The umask is the process's own again.
+	if u := syscall.Umask(0o022); u != 0o022 {
+		t.Fatalf("umask left at %#o", u)
 	}
 }

@@ -45,7 +45,7 @@ func TestCLIDiscoverPortals(t *testing.T) {
 	ok([]string{"--portal", a.Portal(), "--portal", b.Portal()}, "iqn.2026-11.test:on-a", "iqn.2026-11.test:on-b", a.Portal(), b.Portal())
 	ok([]string{"--json", "--portal", a.Portal(), "--portal", b.Portal()}, `"target": "iqn.2026-11.test:on-a"`, `"target": "iqn.2026-11.test:on-b"`)
 	fails([]string{a.Portal(), "--portal", b.Portal()}, "differ")
-	fails([]string{a.Portal(), b.Portal()}, "at most one PORTAL")
+	fails([]string{a.Portal(), b.Portal()}, "expected [PORTAL], got 2 arguments")
 	fails(nil, "no portal")
 }
 

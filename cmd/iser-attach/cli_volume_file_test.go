@@ -80,7 +80,7 @@ func TestCLIAttachVolumePositional(t *testing.T) {
 		}
 	}
 	for args, want := range map[string]string{
-		"attach lun0 first":          "expected one volume",
+		"attach lun0 first":          "attach: expected [NAME], got 2 arguments",
 		"attach --volume first lun0": "expected one volume",
 		"attach --transport tcp x":   "--transport is not allowed with --volume",
 		"attach nosuch":              "no volume nosuch",

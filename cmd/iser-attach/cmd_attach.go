@@ -46,7 +46,7 @@ func attachCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "attach",
 		Usage:     "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
-		ArgsUsage: "[NAME] (a configured volume: the same as --volume NAME)",
+		ArgsUsage: "[NAME]", // a configured volume: the same as --volume NAME
 		Flags: append(targetFlags(),
 			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
@@ -61,6 +61,11 @@ func attachCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("daemon") && os.Getenv(daemonChildEnv) == "" {
+				// Fail here, before the child logs in, when the volume is
+				// attached; the child takes the lock itself.
+				if err := volume.CheckNotAttached(c.Context, sp.Volume); err != nil {
+					return err
+				}
 				return daemonize(sp.Volume)
 			}
 			return runAttached(c, sp)
@@ -239,6 +244,16 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	ctx, stop := signalContext(c)
 	defer stop()
 	name := sp.Volume
+	// Before any login: a second login with the volume's ISID would
+	// reinstate, and so end, the session of the process serving it.
+	lock, err := volume.AcquireLock(name)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := volume.CheckSocket(ctx, name); err != nil {
+		return err
+	}
 	l, err := openLUNRetrying(ctx, sp)
 	if err != nil {
 		return err
@@ -258,6 +273,14 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 			Since: time.Now().UTC().Format(time.RFC3339)}}
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
+		// A device taken over (ublk recovery) may be mounted: leave it to
+		// the next attach rather than remove it under its users.
+		if rd, ok := dev.(recoverableDevice); ok {
+			if busy, where, ierr := volume.InUse(dev.Path()); ierr == nil && busy {
+				a.leave(rd, where)
+				return err
+			}
+		}
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = dev.Detach(dctx)
 		cancel()
@@ -271,6 +294,9 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	a.mu.Lock()
 	a.st.Link = link
 	a.mu.Unlock()
+	if err := lock.SetDevice(dev.Path()); err != nil {
+		logger.Warn().Err(err).Str("volume", name).Msg("attach lock")
+	}
 	fmt.Println(dev.Path())
 	notifyReady(dev.Path())
 	logger.Info().Str("volume", name).Str("device", dev.Path()).Str("link", link).Str("portal", ns.Portal).
@@ -280,7 +306,11 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	select {
 	case <-ctx.Done():
 		logger.Info().Str("volume", name).Msg("signal: detaching")
-		waitUnused(name, dev.Path(), l)
+		var left bool
+		req, left = a.stopOnSignal()
+		if left {
+			return nil
+		}
 	case r := <-a.detachReq:
 		req = &r
 	}
@@ -320,34 +350,88 @@ func openLUNRetrying(ctx context.Context, sp *attachSpec) (*lunConn, error) {
 	}
 }
 
-// unusedGrace is how long a signalled daemon waits for its device to be
-// released (unmounted, closed) before it removes it anyway.
-const unusedGrace = 20 * time.Second
+// recoverableDevice is a device that can outlive its server and be
+// taken over by the next attach of the volume (ublk user recovery).
+type recoverableDevice interface {
+	blockDevice
+	// Leave stops serving the device without removing it.
+	Leave() error
+}
 
-// waitUnused flushes the target's cache and waits, for up to unusedGrace,
-// while the device is mounted or held: at shutdown systemd stops the volume
-// after it tried to unmount its file systems, and a busy one may still be
-// going away. Whatever happens next, the acknowledged writes are stable.
-func waitUnused(name, dev string, l *lunConn) {
+// stillUsedEvery is how often a signalled daemon whose device cannot be
+// left behind says that it waits for the device to be released.
+const stillUsedEvery = 20 * time.Second
+
+// stopOnSignal decides what a signal (SIGTERM, SIGINT) does. A device
+// nothing uses is removed as a detach would (the caller goes on with it).
+// A device in use (mounted, held, open) is never removed under its users:
+// a ublk device is flushed and left quiesced for the next attach, which
+// takes it over, and left reports that it was; a kernel NBD device, which
+// cannot outlive us, is served until it is released (then removed) or a
+// forced detach comes through the control socket (returned).
+func (a *attached) stopOnSignal() (req *detachReq, left bool) {
+	dev := a.dev.Path()
 	busy, where, err := volume.InUse(dev)
 	if err != nil || !busy {
-		return
+		return nil, false
 	}
-	logger.Error().Str("volume", name).Str("device", dev).Str("held_by", where).Dur("grace", unusedGrace).
-		Msg("asked to stop while the device is in use: flushing, then waiting for it to be released")
+	if rd, ok := a.dev.(recoverableDevice); ok {
+		a.leave(rd, where)
+		return nil, true
+	}
+	logger.Error().Str("volume", a.name).Str("device", dev).Str("held_by", where).
+		Msg("asked to stop while the device is in use: serving it until it is released (kernel NBD cannot outlive its server)")
 	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	if err := l.Flush(fctx); err != nil {
-		logger.Warn().Err(err).Str("volume", name).Msg("SYNCHRONIZE CACHE")
+	if err := a.lun.Flush(fctx); err != nil {
+		logger.Warn().Err(err).Str("volume", a.name).Msg("SYNCHRONIZE CACHE")
 	}
 	cancel()
-	deadline := time.Now().Add(unusedGrace)
-	for time.Now().Before(deadline) {
-		time.Sleep(500 * time.Millisecond)
-		if busy, _, err := volume.InUse(dev); err != nil || !busy {
-			return
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	lastSaid := time.Now()
+	for {
+		select {
+		case r := <-a.detachReq:
+			return &r, false
+		case <-tick.C:
+		}
+		busy, where, err := volume.InUse(dev)
+		if err != nil || !busy {
+			return nil, false
+		}
+		if time.Since(lastSaid) >= stillUsedEvery {
+			lastSaid = time.Now()
+			logger.Warn().Str("volume", a.name).Str("device", dev).Str("held_by", where).
+				Msg("still in use: not removing it; unmount it, or detach --force")
 		}
 	}
-	logger.Error().Str("volume", name).Str("device", dev).Msg("device still in use: removing it anyway; its users will see I/O errors")
+}
+
+// leave stops serving the ublk device and leaves it, quiesced, to the next
+// attach of the volume: what a crash would do, but with the requests in
+// flight completed and the target's cache flushed, and a clean logout.
+func (a *attached) leave(rd recoverableDevice, where string) {
+	dev := rd.Path()
+	a.setState("detaching")
+	sdNotify("STOPPING=1")
+	errs := []error{}
+	if err := rd.Leave(); err != nil {
+		errs = append(errs, fmt.Errorf("leave %s: %w", dev, err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.lun.Flush(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("SYNCHRONIZE CACHE: %w", err))
+	}
+	if err := a.lun.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("logout: %w", err))
+	}
+	ev := logger.Warn()
+	if err := errors.Join(errs...); err != nil {
+		ev = logger.Error().Err(err)
+	}
+	ev.Str("volume", a.name).Str("device", dev).Str("held_by", where).
+		Msg("stopped while the device is in use: left it for the next attach of the volume, which takes it over (I/O waits meanwhile)")
 }
 
 // detachVolume removes the device, flushes the target's cache and logs out.

@@ -20,7 +20,7 @@ func detachCommand() *cli.Command {
 		Usage:     "flush, remove the device and log out; refused while the device is mounted unless --force",
 		ArgsUsage: "NAME|DEVICE",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "detach even when the device is in use"}},
-		Action: withInterspersedFlags(func(c *cli.Context) error {
+		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("detach: expected one NAME or DEVICE, got %d", c.NArg())
 			}
@@ -44,7 +44,7 @@ func detachCommand() *cli.Command {
 			}
 			fmt.Printf("detached %s (%s)\n", st.Name, st.Device)
 			return nil
-		}),
+		},
 	}
 }
 

@@ -24,10 +24,10 @@ func discoverCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second},
 		}, authFlags()...),
-		Action: withInterspersedFlags(func(c *cli.Context) error {
+		Action: func(c *cli.Context) error {
 			portals, err := discoveryPortals(c.Args().Slice(), c.StringSlice("portal"))
 			if err != nil {
-				return err
+				return usageErrorf(c, "%v", err)
 			}
 			name, err := initiatorName(c.String("initiator-name"))
 			if err != nil {
@@ -72,7 +72,7 @@ func discoverCommand() *cli.Command {
 				return fmt.Errorf("discovery failed on %d of %d portals: %w", len(errs), len(portals), errors.Join(errs...))
 			}
 			return nil
-		}),
+		},
 	}
 }
 

@@ -32,20 +32,20 @@ func volumeCommand() *cli.Command {
 				Usage:     "write a volume configuration file; prints its path",
 				ArgsUsage: "NAME",
 				Flags:     volumeAddFlags(),
-				Action:    withInterspersedFlags(volumeAdd),
+				Action:    volumeAdd,
 			},
 			{
 				Name:      "remove",
 				Usage:     "delete a volume configuration file; refused while the volume is attached unless --force",
 				ArgsUsage: "NAME",
 				Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "remove the file even while the volume is attached"}},
-				Action:    withInterspersedFlags(volumeRemove),
+				Action:    volumeRemove,
 			},
 			{
 				Name:   "list",
 				Usage:  "list configured volumes and whether they are attached",
 				Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
-				Action: withInterspersedFlags(volumeList),
+				Action: volumeList,
 			},
 			{
 				Name:      "check",
@@ -74,6 +74,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nop-interval", Value: d.NOPInterval, Usage: "NOP-Out ping interval when idle (0: off)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: d.NOPTimeout, Usage: "time a NOP-Out ping may take"},
 		&cli.DurationFlag{Name: "login-timeout", Value: d.LoginTimeout, Usage: "time allowed for connecting and logging in"},
+		&cli.DurationFlag{Name: "command-timeout", Value: d.CommandTimeout, Usage: "time a SCSI command may go without status before it is aborted"},
 		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues"},
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
@@ -102,6 +103,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg.QueueDepth = c.Int("queue-depth")
 	cfg.ReplacementTimeout, cfg.NOPInterval = c.Duration("replacement-timeout"), c.Duration("nop-interval")
 	cfg.NOPTimeout, cfg.LoginTimeout = c.Duration("nop-timeout"), c.Duration("login-timeout")
+	cfg.CommandTimeout = c.Duration("command-timeout")
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
 	if err := checkVolumeFlags(&cfg); err != nil {

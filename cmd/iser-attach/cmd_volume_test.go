@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,7 +37,7 @@ func runVolume(t *testing.T, args ...string) (string, string, error) {
 		ErrWriter:      &errb,
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	err := app.Run(append([]string{"iser-attach", "volume"}, args...))
+	err := runApp(app, append([]string{"iser-attach", "volume"}, args...))
 	return out.String(), errb.String(), err
 }
 
@@ -51,7 +52,7 @@ func TestVolumeAddListCheckRemove(t *testing.T) {
 	// Flags after NAME, as the usage line shows them.
 	out, errs, err := runVolume(t, "add", "db", "--portal", "10.0.0.1", "--portal", "[fd00::2]:3261",
 		"--target", volTarget, "--lun", "3", "--transport", "iser", "--chap-user", "alice",
-		"--chap-secret-file", secret, "--replacement-timeout", "0s")
+		"--chap-secret-file", secret, "--replacement-timeout", "0s", "--command-timeout", "45s")
 	if err != nil {
 		t.Fatalf("add: %v\n%s", err, errs)
 	}
@@ -64,7 +65,7 @@ func TestVolumeAddListCheckRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.LUN != 3 || cfg.Transport != "iser" || len(cfg.Portals) != 2 || cfg.CHAPSecretFile != secret ||
-		cfg.ReplacementTimeout != 0 || cfg.QueueDepth != volume.DefaultQueueDepth {
+		cfg.ReplacementTimeout != 0 || cfg.QueueDepth != volume.DefaultQueueDepth || cfg.CommandTimeout != 45*time.Second {
 		t.Fatalf("written config: %+v", cfg)
 	}
 	out, _, err = runVolume(t, "add", "other", "--help")
@@ -146,6 +147,7 @@ func TestVolumeAddErrors(t *testing.T) {
 		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--transport", "rdma"}, "--transport: "},
 		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--queue-depth", "0"}, "--queue-depth: "},
 		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--nop-timeout", "0s"}, "--nop-timeout: "},
+		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--command-timeout", "0s"}, "--command-timeout: "},
 		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--chap-user", "u"}, "--chap-user: "},
 		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--chap-user", "u", "--chap-secret-file", "rel"}, "--chap-secret-file: "},
 		{[]string{"add", "x", "--portal", "h", "--target", volTarget, "--chap-user", " u", "--chap-secret-file", "/s"}, "survive"},

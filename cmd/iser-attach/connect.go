@@ -25,6 +25,7 @@ func targetFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "replacement-timeout", Value: initiator.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on)"},
 		&cli.DurationFlag{Name: "nop-interval", Value: 5 * time.Second, Usage: "NOP-Out keepalive interval on an idle connection (0 disables)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: 5 * time.Second, Usage: "time allowed for the NOP-In answer before the connection counts as lost"},
+		&cli.DurationFlag{Name: "command-timeout", Value: initiator.DefaultCommandTimeout, Usage: "time a SCSI command may go without status (or wait for a closed CmdSN window) before it is aborted, then the LUN reset, then the session dropped and the command reissued"},
 	}, authFlags()...)
 }
 
@@ -43,6 +44,8 @@ type lunSpec struct {
 	LoginTimeout  time.Duration
 	// ReplacementTimeout, NOPInterval, NOPTimeout: see targetFlags.
 	ReplacementTimeout, NOPInterval, NOPTimeout time.Duration
+	// CommandTimeout: see targetFlags.
+	CommandTimeout time.Duration
 }
 
 // portalAddr parses a PORTAL argument into host:port.
@@ -57,17 +60,18 @@ func portalAddr(s string) (string, error) {
 // specFromFlags reads targetFlags.
 func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if len(c.StringSlice("portal")) == 0 {
-		return nil, errors.New("--portal is required")
+		return nil, usageErrorf(c, "required flag --portal not given")
 	}
 	if c.String("target") == "" {
-		return nil, errors.New("--target is required")
+		return nil, usageErrorf(c, "required flag --target not given")
 	}
 	if err := initiator.CheckName(c.String("target")); err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}
 	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: c.Int("queue-depth"),
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: c.Duration("replacement-timeout"),
-		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout")}
+		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout"),
+		CommandTimeout: c.Duration("command-timeout")}
 	for _, p := range c.StringSlice("portal") {
 		addr, err := portalAddr(p)
 		if err != nil {
@@ -77,11 +81,14 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	}
 	n := c.Uint("lun")
 	if n > 16383 {
-		return nil, fmt.Errorf("--lun %d: at most 16383", n)
+		return nil, usageErrorf(c, "--lun %d: at most 16383", n)
 	}
 	sp.LUN, sp.AnyLUN = uint16(n), !c.IsSet("lun")
 	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {
 		return nil, errors.New("--replacement-timeout and --nop-interval must not be negative, --nop-timeout must be positive")
+	}
+	if sp.CommandTimeout <= 0 {
+		return nil, fmt.Errorf("--command-timeout %v: must be positive", sp.CommandTimeout)
 	}
 	var err error
 	if sp.InitiatorName, err = initiatorName(c.String("initiator-name")); err != nil {
@@ -154,10 +161,11 @@ func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Log
 				ISID:          isid,
 				CHAP:          sp.CHAP,
 			},
-			QueueDepth:  sp.QueueDepth,
-			NOPInterval: nop,
-			NOPTimeout:  sp.NOPTimeout,
-			Logger:      log,
+			QueueDepth:     sp.QueueDepth,
+			NOPInterval:    nop,
+			NOPTimeout:     sp.NOPTimeout,
+			CommandTimeout: sp.CommandTimeout,
+			Logger:         log,
 		},
 		ReplacementTimeout: sp.ReplacementTimeout,
 		LoginTimeout:       sp.LoginTimeout,

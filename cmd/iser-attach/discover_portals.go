@@ -11,7 +11,7 @@ import (
 // come back as host:port, each once, in the order given.
 func discoveryPortals(args, flags []string) ([]string, error) {
 	if len(args) > 1 {
-		return nil, fmt.Errorf("discover: expected at most one PORTAL argument, got %d (repeat --portal for more)", len(args))
+		return nil, fmt.Errorf("expected at most one PORTAL argument, got %d (repeat --portal for more)", len(args))
 	}
 	var out []string
 	seen := map[string]bool{}
@@ -31,12 +31,12 @@ func discoveryPortals(args, flags []string) ([]string, error) {
 			return nil, err
 		}
 		if len(flags) > 0 && (len(out) != 1 || out[0] != addr) {
-			return nil, fmt.Errorf("discover: PORTAL %s and --portal %s differ: give one or the other", args[0], flags[0])
+			return nil, fmt.Errorf("PORTAL %s and --portal %s differ: give one or the other", args[0], flags[0])
 		}
 		out = []string{addr}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("discover: no portal: give PORTAL or --portal")
+		return nil, fmt.Errorf("no portal: give PORTAL or --portal")
 	}
 	return out, nil
 }

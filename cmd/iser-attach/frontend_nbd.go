@@ -45,5 +45,10 @@ func attachNBD(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunCo
 		srv.Close()
 		return nil, fmt.Errorf("nbd: %w", err)
 	}
+	l.OnWriteCacheChange(true, func(writeBack bool) bool {
+		logger.Warn().Str("volume", sp.Volume).Str("device", d.Path()).Bool("write_back", writeBack).
+			Msg("LUN write cache changed; kernel NBD keeps its connect-time flags until a re-attach, and FLUSH and FUA are always advertised, so flushes keep reaching the target")
+		return true
+	})
 	return &nbdDevice{d: d, srv: srv}, nil
 }

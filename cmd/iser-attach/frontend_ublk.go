@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"syscall"
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
@@ -34,6 +37,11 @@ func (u *ublkDevice) Detach(ctx context.Context) error {
 	return err
 }
 
+// Leave stops serving the device but leaves it, and its state file, for
+// the next attach of the volume (ublk user recovery): I/O waits in the
+// kernel meanwhile.
+func (u *ublkDevice) Leave() error { return u.d.Detach() }
+
 // attachUblk creates /dev/ublkbN for the LUN, or takes over the device a
 // previous server of this volume left behind (ublk user recovery).
 func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
@@ -46,8 +54,11 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		Queues:     sp.Queues,
 		QueueDepth: min(sp.QueueDepth, 128),
 		MaxIOBytes: initiator.MaxTransfer,
-		WriteCache: info.WriteCache,
-		FUA:        info.WriteCache && info.FUA,
+		// Always a volatile cache, set to the LUN's mode through sysfs
+		// (followWriteCache): since Linux 6.11 write_cache can turn a
+		// device write-back only when it was created with the capability.
+		WriteCache: true,
+		FUA:        info.FUA,
 		ReadOnly:   info.WriteProtected,
 	}
 	if info.Unmap {
@@ -65,22 +76,70 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	if l.nx.Status().Transport == initiator.TransportISER {
 		backend = withBuffers{b, l}
 	}
+	ident := lunIdentity(info)
 	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
-		d, err := ublk.Recover(ctx, st.ID, backend, opt)
-		if err == nil {
-			logger.Warn().Str("volume", sp.Volume).Str("device", d.BlockPath()).Msg("took over the device left by a previous server (ublk recovery)")
-			return &ublkDevice{d: d, name: sp.Volume}, nil
+		d, err := recoverUblk(ctx, sp.Volume, st, ident, backend, opt)
+		if u, ok := d.(*ublkDevice); ok {
+			followWriteCache(l, u.d, sp.Volume)
 		}
-		logger.Warn().Err(err).Int("id", st.ID).Str("volume", sp.Volume).Msg("ublk recovery failed; removing the old device")
-		_ = ublk.Remove(ctx, st.ID)
-		volume.RemoveState(sp.Volume)
+		if d != nil || err != nil {
+			return d, err
+		}
 	}
 	d, err := ublk.Create(ctx, backend, opt)
 	if err != nil {
 		return nil, fmt.Errorf("ublk: %w", err)
 	}
-	if err := volume.WriteState(sp.Volume, volume.State{Frontend: "ublk", ID: d.ID(), Device: d.BlockPath()}); err != nil {
+	if err := volume.WriteState(sp.Volume, volume.State{Frontend: "ublk", ID: d.ID(), Device: d.BlockPath(),
+		PID: os.Getpid(), LUN: ident}); err != nil {
 		logger.Warn().Err(err).Msg("ublk recovery will not find this device")
 	}
+	followWriteCache(l, d, sp.Volume)
 	return &ublkDevice{d: d, name: sp.Volume}, nil
+}
+
+// lunIdentity is what the state file records of the LUN.
+func lunIdentity(info initiator.LUNInfo) volume.Identity {
+	return volume.Identity{WWN: info.WWN, Serial: info.Serial, Size: info.Size(), BlockSize: info.BlockSize}
+}
+
+// recoverUblk takes over the device st records, left by a previous server
+// of the volume. It returns (nil, nil) when there is no such device any
+// more, or it could remove it, and a new one is to be created. It never
+// removes a device another live process serves, one that is mounted, held
+// or open, or one that shows another LUN: it fails, leaving it alone.
+func recoverUblk(ctx context.Context, name string, st volume.State, ident volume.Identity, b ublk.Backend,
+	opt ublk.DeviceOptions) (blockDevice, error) {
+	dev := ublk.BlockPath(st.ID)
+	if err := st.LUN.Check(ident); err != nil {
+		return nil, fmt.Errorf("volume %s: not taking over %s: %w (remove it, and %s, once nothing uses it)",
+			name, dev, err, volume.StatePath(name))
+	}
+	d, err := ublk.Recover(ctx, st.ID, b, opt)
+	if err == nil {
+		if err := volume.WriteState(name, volume.State{Frontend: "ublk", ID: d.ID(), Device: d.BlockPath(),
+			PID: os.Getpid(), LUN: ident}); err != nil {
+			logger.Warn().Err(err).Msg("ublk recovery will not find this device")
+		}
+		logger.Warn().Str("volume", name).Str("device", d.BlockPath()).Msg("took over the device left by a previous server (ublk recovery)")
+		return &ublkDevice{d: d, name: name}, nil
+	}
+	if errors.Is(err, ublk.ErrServed) {
+		return nil, fmt.Errorf("volume %s: %w", name, err)
+	}
+	if errors.Is(err, syscall.ENODEV) {
+		logger.Info().Int("id", st.ID).Str("volume", name).Msg("the recorded ublk device is gone; creating a new one")
+		volume.RemoveState(name)
+		return nil, nil
+	}
+	if busy, where, ierr := volume.InUse(dev); ierr == nil && busy {
+		return nil, fmt.Errorf("volume %s: ublk recovery of %s failed and it is in use (%s), so it stays: %w",
+			name, dev, where, err)
+	}
+	logger.Warn().Err(err).Int("id", st.ID).Str("volume", name).Msg("ublk recovery failed; removing the old device (not in use)")
+	if rerr := ublk.Remove(ctx, st.ID); rerr != nil && !errors.Is(rerr, syscall.ENODEV) {
+		return nil, fmt.Errorf("volume %s: ublk recovery of %s failed (%w) and so did its removal: %w", name, dev, err, rerr)
+	}
+	volume.RemoveState(name)
+	return nil, nil
 }

@@ -36,7 +36,7 @@ var logJSON bool
 func setupLogger(c *cli.Context) error {
 	lvl, err := zerolog.ParseLevel(c.String("log-level"))
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return usageErrorf(nil, "--log-level: %s", err)
 	}
 	switch c.String("log-format") {
 	case "json":
@@ -49,7 +49,7 @@ func setupLogger(c *cli.Context) error {
 		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty}).
 			With().Timestamp().Logger()
 	default:
-		return fmt.Errorf("--log-format: %q is neither json nor console", c.String("log-format"))
+		return usageErrorf(nil, "--log-format: %q is neither json nor console", c.String("log-format"))
 	}
 	logger = logger.Level(lvl)
 	return nil

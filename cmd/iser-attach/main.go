@@ -12,9 +12,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+const appName = "iser-attach"
+
 func main() {
 	app := newApp()
-	if err := app.Run(os.Args); err != nil {
+	if err := runApp(app, os.Args); err != nil {
 		printFinalError(err)
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
@@ -30,8 +32,14 @@ func oneLine(err error) string {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
-		Name:  "iser-attach",
+	app := &cli.App{
+		Name:    appName,
+		Version: buildVersion().Version,
+		Description: "Flags may come before or after a command's arguments; global options may follow the command. " +
+			"Volumes are configured in /etc/iser-attach/volumes/NAME.conf (iser-attach volume add) and attached at boot by " +
+			"iser-attach@NAME.service as /dev/iser/NAME.\n\n" +
+			"Exit status: 0 on success, 1 when the operation failed, 2 for a usage mistake (an unknown command or flag, " +
+			"a bad or missing value, a wrong number of arguments).",
 		Usage: "a userspace iSER/iSCSI initiator: discover targets, attach LUNs as block devices (ublk, nbd) or serve them over NBD",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
@@ -58,11 +66,20 @@ func newApp() *cli.App {
 			listCommand(),
 			volumeCommand(),
 			rdmaCommand(),
+			versionCommand(),
+			genManCommand(),
+			genCompletionCommand(),
 		},
-		HideHelpCommand:      true,
-		EnableBashCompletion: true,
-		ExitErrHandler:       func(*cli.Context, error) {}, // main prints errors
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*cli.Context, error) {}, // main prints errors
 	}
+	setUsageErrorHandlers(app.Commands)
+	return app
+}
+
+func init() {
+	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version, the git revision and the Go version"}
 }
 
 var profileFile *os.File

@@ -18,7 +18,7 @@ func specFromVolume(c *cli.Context, name string) (*attachSpec, error) {
 	sp := &attachSpec{Frontend: cfg.Frontend, Queues: cfg.Queues, NBDConnections: cfg.NBDConnections}
 	sp.lunSpec = lunSpec{Volume: cfg.Name, Target: cfg.Target, LUN: cfg.LUN, AnyLUN: cfg.AnyLUN, Transport: cfg.Transport,
 		QueueDepth: cfg.QueueDepth, LoginTimeout: cfg.LoginTimeout, ReplacementTimeout: cfg.ReplacementTimeout,
-		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout}
+		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout}
 	for _, p := range cfg.Portals {
 		addr, err := portalAddr(p)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
@@ -23,6 +24,9 @@ type Reply struct {
 	Raw []byte
 	// Close closes the connection after this reply.
 	Close bool
+	// Delay is waited before the reply is written (a slow or trickling
+	// target); the requests after it wait too.
+	Delay time.Duration
 }
 
 // Target serves one connection.
@@ -71,6 +75,9 @@ func (t *Target) loop() {
 		t.Requests = append(t.Requests, req)
 		t.mu.Unlock()
 		for _, r := range t.h(t, req) {
+			if r.Delay > 0 {
+				time.Sleep(r.Delay)
+			}
 			var err error
 			if r.Raw != nil {
 				_, err = t.conn.Write(r.Raw)

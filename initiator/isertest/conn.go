@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
@@ -79,6 +80,18 @@ func (c *Conn) RKeyUses() map[uint32]int {
 		m[k] = v
 	}
 	return m
+}
+
+// RegisteredBytes is the memory the initiator has registered on this
+// connection (what a real device pins), summed over every region.
+func (c *Conn) RegisteredBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, r := range c.regions {
+		n += int64(len(r.buf))
+	}
+	return n
 }
 
 // PeerPrivateData is what LIO answers: the 4-byte iSER CM header.
@@ -204,6 +217,11 @@ func (c *Conn) deliver(msg []byte) {
 func (c *Conn) rdmaAccess(rkey uint32, va uint64, n int) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.disconnected || c.closed {
+		// The initiator's queue pair is in the error state: the target's
+		// RDMA operations fail.
+		return nil, rdma.ErrDisconnected
+	}
 	b, err := c.find(va, uint32(n), rkey, true)
 	if err != nil {
 		c.violate("target RDMA: %v", err)
@@ -288,6 +306,40 @@ type Target struct {
 	// Commands counts SCSI commands served; Immediate counts the bytes that
 	// came as immediate data.
 	Commands, Immediate int
+	trickle             time.Duration
+	swallow             int
+	// rejects is how many of the next SCSI commands are answered with a
+	// Reject PDU instead of being executed.
+	rejects      int
+	rejectReason uint8
+}
+
+// Swallow makes the target drop the next n SCSI commands without a
+// response or any data transfer (it still answers NOP-Outs and completes
+// task management requests).
+func (t *Target) Swallow(n int) {
+	t.mu.Lock()
+	t.swallow = n
+	t.mu.Unlock()
+}
+
+// SetTrickle makes the target a slow one: it RDMA-WRITEs read data in 4 KiB
+// pieces, one every d, and answers nothing else meanwhile (NOP-Outs wait),
+// sending the SCSI Response after the last piece. Once the initiator's
+// queue pair is in error the transfer stops and no response is sent.
+func (t *Target) SetTrickle(d time.Duration) {
+	t.mu.Lock()
+	t.trickle = d
+	t.mu.Unlock()
+}
+
+// RejectCommands makes the target answer the next n SCSI commands with a
+// Reject PDU (reason, e.g. 0x05 command not supported) carrying the
+// command's header, without executing them or touching their buffers.
+func (t *Target) RejectCommands(n int, reason uint8) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rejects, t.rejectReason = n, reason
 }
 
 // Disk returns the RAM disk.
@@ -337,6 +389,11 @@ func (t *Target) handle(msg []byte) {
 	case initiator.OpLoginReq:
 		t.login(&b, data)
 	case initiator.OpSCSICommand:
+		if t.rejects > 0 {
+			t.rejects--
+			t.reply(&initiator.Reject{Reason: t.rejectReason, TargetSNs: t.sns()}, b[:])
+			return
+		}
 		t.scsi(&h, &b, data)
 	case initiator.OpNOPOut:
 		var n initiator.NOPOut
@@ -390,6 +447,10 @@ func (t *Target) login(b *initiator.BHS, data []byte) {
 func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 	var cmd initiator.SCSICommand
 	_ = cmd.Unmarshal(b)
+	if t.swallow > 0 {
+		t.swallow--
+		return
+	}
 	t.Commands++
 	t.Immediate += len(imm)
 	resp := initiator.SCSIResponse{ITT: cmd.ITT}
@@ -430,11 +491,17 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 			t.c.mu.Unlock()
 			return
 		}
-		dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA, n)
-		if err != nil {
-			return
+		if t.trickle > 0 {
+			if !t.trickleRead(h, t.disk[off:off+n]) {
+				return
+			}
+		} else {
+			dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA, n)
+			if err != nil {
+				return
+			}
+			copy(dst, t.disk[off:off+n])
 		}
-		copy(dst, t.disk[off:off+n])
 	}
 	resp.TargetSNs = t.sns()
 	t.reply(&resp, nil)
@@ -448,4 +515,19 @@ func decodeRW(cdb []byte) (lba uint64, blocks int, write, ok bool) {
 		return binary.BigEndian.Uint64(cdb[2:]), int(binary.BigEndian.Uint32(cdb[10:])), cdb[0] == 0x8a, true
 	}
 	return 0, 0, false, false
+}
+
+// trickleRead RDMA-WRITEs src piece by piece (SetTrickle); false when the
+// connection refused a piece.
+func (t *Target) trickleRead(h *initiator.ISERHeader, src []byte) bool {
+	for o := 0; o < len(src); o += 4096 {
+		time.Sleep(t.trickle)
+		l := min(4096, len(src)-o)
+		dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA+uint64(o), l)
+		if err != nil {
+			return false
+		}
+		copy(dst, src[o:o+l])
+	}
+	return true
 }

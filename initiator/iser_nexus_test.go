@@ -1,0 +1,120 @@
+package initiator_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/isertest"
+)
+
+// TestNexusISERBuffersPinnedOncePerConnection: a Nexus over iSER with
+// I/O buffers (as ublk's) registers them with every connection it makes,
+// and each connection pins them once, not a second bounce set as large;
+// I/O through the buffers works before and after a reconnect.
+func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
+	const depth, blocks = 32, 32 << 10 // 16 MiB disk
+	var mu sync.Mutex
+	var conns []*isertest.Conn
+	var disk []byte
+	cfg := initiator.NexusConfig{
+		Portals: []string{"fake-iser:3260"},
+		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
+			ISID: initiator.ISIDFromName("vol")}, NOPInterval: -1, QueueDepth: depth},
+		ReplacementTimeout: 10 * time.Second,
+		MinBackoff:         5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	}
+	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
+		fc := isertest.NewConn(blocks)
+		mu.Lock()
+		if disk != nil {
+			copy(fc.Target().Disk(), disk) // the same LU behind every connection
+		}
+		disk = fc.Target().Disk()
+		conns = append(conns, fc)
+		mu.Unlock()
+		dm, err := initiator.NewISERDatamover(fc, depth)
+		if err != nil {
+			return nil, err
+		}
+		return initiator.NewSession(ctx, dm, sc)
+	})
+	nx, err := initiator.DialNexus(ctx5(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nx.Close() })
+	bufs, err := nx.IOBuffers(depth, initiator.MaxTransfer)
+	if err != nil || len(bufs) != depth {
+		t.Fatalf("IOBuffers: %d, %v", len(bufs), err)
+	}
+	ioBytes := int64(depth * initiator.MaxTransfer)
+	roundTrips := func(round int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, depth)
+		for i := range depth / 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w, r := bufs[2*i], bufs[2*i+1]
+				rand.Read(w)
+				lba := uint64(i * initiator.MaxTransfer / 512)
+				nb := uint32(initiator.MaxTransfer / 512)
+				if res, err := nx.Do(ctx5(t), &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x8a, lba, nb), Write: w}); err != nil || res.Status != 0 {
+					errs <- err
+					return
+				}
+				if res, err := nx.Do(ctx5(t), &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, lba, nb), Read: r}); err != nil || res.Status != 0 {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(w, r) {
+					t.Errorf("round %d, buffer pair %d: read differs from write", round, i)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	checkPinned := func(fc *isertest.Conn) {
+		t.Helper()
+		got := fc.RegisteredBytes()
+		if got < ioBytes || got-ioBytes > ioBytes/4 {
+			t.Fatalf("connection pins %d MiB for %d MiB of I/O buffers: want them once plus a little", got>>20, ioBytes>>20)
+		}
+		if uses := fc.RKeyUses(); uses[0x9002] < depth {
+			t.Fatalf("RDMA accesses per rkey %v: the I/O buffers (0x9002) were not used zero-copy", uses)
+		}
+	}
+	roundTrips(1)
+	mu.Lock()
+	first := conns[0]
+	mu.Unlock()
+	checkPinned(first)
+
+	first.Disconnect()
+	deadline := time.Now().Add(5 * time.Second)
+	for nx.Status().Recoveries == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if nx.Status().Recoveries == 0 {
+		t.Fatal("the nexus did not reinstate the session")
+	}
+	roundTrips(2)
+	mu.Lock()
+	second := conns[len(conns)-1]
+	mu.Unlock()
+	if second == first {
+		t.Fatal("no new connection")
+	}
+	checkPinned(second)
+}
