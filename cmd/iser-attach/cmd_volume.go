@@ -62,7 +62,7 @@ func volumeAddFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (repeatable, tried in order)"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN (or eui./naa. name)"},
-		&cli.UintFlag{Name: "lun", Usage: "logical unit number, 0 to 16383 (default: none in the file: attach picks the target's lowest-numbered disk)"},
+		&cli.UintFlag{Name: "lun", Usage: "logical unit number, 0 to 16383", DefaultText: "none in the file: attach picks the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: d.Transport, Usage: "auto, iser or tcp"},
 		&cli.StringFlag{Name: "frontend", Value: d.Frontend, Usage: "ublk or nbd"},
 		&cli.StringFlag{Name: "chap-user", Usage: "CHAP user name (one-way CHAP)"},
