@@ -103,11 +103,11 @@ func TestCLIListShowsServe(t *testing.T) {
 	}
 	row := ""
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "serve ") && strings.Contains(line, "unix:"+sock) {
+		if strings.HasPrefix(line, "exp1 ") && strings.Contains(line, "unix:"+sock) {
 			row = line
 		}
 	}
-	if f := strings.Fields(row); len(f) < 9 || f[1] != "exp1" || f[3] != srv.Portal() || f[5] != "1" || f[8] != "serving" {
+	if f := strings.Fields(row); len(f) < 9 || f[1] != "serve" || f[3] != srv.Portal() || f[5] != "1" || f[8] != "serving" {
 		t.Errorf("list table has no row for serve:\n%s", out)
 	}
 
