@@ -171,6 +171,17 @@ func TestCLILogFormats(t *testing.T) {
 		}
 	}
 
+	// A usage error, found before the logger is set up: JSON too.
+	for _, args := range [][]string{{"--log-format", "json", "info", "--bogus"}, {"info", "--log-format=json", "--bogus"}} {
+		_, errs, err = run(t, nil, args...)
+		if err == nil {
+			t.Fatalf("%v succeeded", args)
+		}
+		if l := jsonLines(t, errs); len(l) != 1 || l[0]["exit_code"] != float64(2) || !strings.Contains(l[0]["message"].(string), "bogus") {
+			t.Errorf("%v: stderr %s", args, errs)
+		}
+	}
+
 	// Two portals, the first silent: it is skipped with a warning, the
 	// second logs in; the transport choice is one info line per portal.
 	_, errs, err = run(t, nil, "--log-format", "json", "info", "--portal", silent, "--portal", srv.Portal(),

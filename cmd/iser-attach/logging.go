@@ -87,7 +87,7 @@ func (w *stderrLines) Write(p []byte) (int, error) {
 // "iser-attach: ...", or with --log-format json one JSON line at level
 // error whose message is that error.
 func printFinalError(err error) {
-	if logJSON {
+	if logJSON || argsWantJSON(os.Args[1:]) {
 		code := 1
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
@@ -100,6 +100,22 @@ func printFinalError(err error) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "iser-attach: %s\n", finalMessage(err))
+}
+
+// argsWantJSON reports whether args ask for --log-format json: for the
+// usage errors found before the logger is set up.
+func argsWantJSON(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--log-format=json" || a == "-log-format=json":
+			return true
+		case (a == "--log-format" || a == "-log-format") && i+1 < len(args):
+			return args[i+1] == "json"
+		}
+	}
+	return false
 }
 
 // finalMessage is err on one line; the errors joined in it (one per
