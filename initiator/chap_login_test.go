@@ -9,6 +9,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
@@ -29,14 +30,14 @@ type chapTarget struct {
 	responses int      // CHAP_R values received
 }
 
-func (ct *chapTarget) handler(t *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-	if req.BHS.Opcode() != initiator.OpLoginReq {
+func (ct *chapTarget) handler(t *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+	if req.BHS.Opcode() != pdu.OpLoginReq {
 		return t.Good(req)
 	}
-	var lr initiator.LoginRequest
+	var lr pdu.LoginRequest
 	_ = lr.Unmarshal(&req.BHS)
 	rep := t.Login(req, iscsitest.LoginOptions{})
-	if lr.CSG != initiator.StageSecurity {
+	if lr.CSG != pdu.StageSecurity {
 		return rep
 	}
 	kvs, _ := textkey.Parse(req.Data)
@@ -96,17 +97,17 @@ func (ct *chapTarget) seen() (responses int, ourC []string) {
 
 // withData replaces the keys of a login reply built by Target.Login.
 func withData(rep []iscsitest.Reply, kvs []textkey.KV) []iscsitest.Reply {
-	var resp initiator.LoginResponse
+	var resp pdu.LoginResponse
 	_ = resp.Unmarshal(&rep[0].PDU.BHS)
-	return []iscsitest.Reply{{PDU: initiator.NewPDU(&resp, textkey.Encode(kvs))}}
+	return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, textkey.Encode(kvs))}}
 }
 
 // loginStatusReply turns a login reply into a failure with the given status.
 func loginStatusReply(rep []iscsitest.Reply, class, detail uint8) []iscsitest.Reply {
-	var resp initiator.LoginResponse
+	var resp pdu.LoginResponse
 	_ = resp.Unmarshal(&rep[0].PDU.BHS)
 	resp.Transit, resp.StatusClass, resp.StatusDetail = false, class, detail
-	return []iscsitest.Reply{{PDU: initiator.NewPDU(&resp, nil), Close: true}}
+	return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil), Close: true}}
 }
 
 var chapTestChallenge = "0x" + strings.Repeat("5a", 16)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // Command is one SCSI command for Session.Do.
@@ -77,10 +79,10 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	defer func() { <-s.slots }()
 
 	t := &Task{LUN: c.LUN, Read: c.Read, Write: c.Write}
-	cmd := SCSICommand{Final: true, Read: len(c.Read) > 0, Write: len(c.Write) > 0,
+	cmd := pdu.SCSICommand{Final: true, Read: len(c.Read) > 0, Write: len(c.Write) > 0,
 		Attr: c.Attr, LUN: c.LUN, ExpectedDataTransferLength: uint32(len(c.Read) + len(c.Write))}
-	if cmd.Attr == AttrUntagged {
-		cmd.Attr = AttrSimple
+	if cmd.Attr == pdu.AttrUntagged {
+		cmd.Attr = pdu.AttrSimple
 	}
 	copy(cmd.CDB[:], c.CDB)
 	var sentCmdSN uint32
@@ -102,7 +104,7 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 		defer timer.Stop()
 		expire = timer.C
 	}
-	var resp *PDU
+	var resp *pdu.PDU
 	select {
 	case <-p.done:
 		resp, err = p.resp, p.err
@@ -129,7 +131,7 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 		s.fail(err)
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 	}
-	if r.Response != RespCommandCompleted {
+	if r.Response != pdu.RespCommandCompleted {
 		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", c.CDB[0], t.ITT, &ResponseError{Response: r.Response})
 	}
 	if t.DataCounted && len(c.Read) > 0 {
@@ -148,7 +150,7 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 // the status arrived meanwhile, an error wrapping ErrTaskAborted when a
 // task management function ended the task, else the session error.
 // Error handling runs for one command at a time.
-func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*PDU, error) {
+func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*pdu.PDU, error) {
 	s.ehMu.Lock()
 	defer s.ehMu.Unlock()
 	tmo := tmfTimeout
@@ -156,7 +158,7 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*P
 		tmo = min(tmo, s.cfg.CommandTimeout)
 	}
 	if s.waiting(p) {
-		_, err := s.tmf(tmo, TMFAbortTask, lun, p.itt, cmdSN)
+		_, err := s.tmf(tmo, pdu.TMFAbortTask, lun, p.itt, cmdSN)
 		if err == nil {
 			// The task is gone at the target; a status sent before the
 			// TMF response has been dispatched already.
@@ -170,7 +172,7 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*P
 		s.log.Warn().Err(err).Uint32("itt", p.itt).Msg("abort task failed: resetting the logical unit")
 	}
 	if s.waiting(p) {
-		resetSN, err := s.tmf(tmo, TMFLogicalUnitReset, lun, reservedTag, 0)
+		resetSN, err := s.tmf(tmo, pdu.TMFLogicalUnitReset, lun, pdu.ReservedTag, 0)
 		if err == nil {
 			s.endLUNTasks(lun, resetSN, fmt.Errorf("LOGICAL UNIT RESET: %w", ErrTaskAborted))
 			<-p.done
@@ -200,36 +202,36 @@ func (s *Session) tmf(tmo time.Duration, fn uint8, lun [8]byte, refITT, refCmdSN
 }
 
 // decodeStatus turns a SCSI Response or a Data-In with status into a Result.
-func decodeStatus(p *PDU) (*Result, error) {
+func decodeStatus(p *pdu.PDU) (*Result, error) {
 	switch p.BHS.Opcode() {
-	case OpDataIn:
-		var d DataIn
+	case pdu.OpDataIn:
+		var d pdu.DataIn
 		if err := d.Unmarshal(&p.BHS); err != nil {
 			return nil, err
 		}
 		return &Result{Status: d.Status, Residual: d.ResidualCount, Underflow: d.Underflow, Overflow: d.Overflow}, nil
-	case OpSCSIResponse:
-		var r SCSIResponse
+	case pdu.OpSCSIResponse:
+		var r pdu.SCSIResponse
 		if err := r.Unmarshal(&p.BHS); err != nil {
 			return nil, err
 		}
 		res := &Result{Status: r.Status, Residual: r.ResidualCount, Underflow: r.Underflow,
 			Overflow: r.Overflow, Response: r.Response}
-		if r.Response != RespCommandCompleted {
+		if r.Response != pdu.RespCommandCompleted {
 			return res, nil
 		}
 		if len(p.Data) >= 2 {
 			n := int(binary.BigEndian.Uint16(p.Data))
 			if n > len(p.Data)-2 {
-				return nil, protoErr(OpSCSIResponse, "sense length %d exceeds the %d-byte data segment", n, len(p.Data))
+				return nil, pdu.ProtocolErrorf(pdu.OpSCSIResponse, "sense length %d exceeds the %d-byte data segment", n, len(p.Data))
 			}
 			res.Sense = p.Data[2 : 2+n]
 		} else if len(p.Data) == 1 {
-			return nil, protoErr(OpSCSIResponse, "1-byte data segment")
+			return nil, pdu.ProtocolErrorf(pdu.OpSCSIResponse, "1-byte data segment")
 		}
 		return res, nil
 	}
-	return nil, protoErr(p.BHS.Opcode(), "not a status PDU")
+	return nil, pdu.ProtocolErrorf(p.BHS.Opcode(), "not a status PDU")
 }
 
 // ResponseError is a SCSI Response whose iSCSI Response field is not
@@ -243,7 +245,7 @@ type ResponseError struct {
 
 // Error names the response code.
 func (e *ResponseError) Error() string {
-	if e.Response == RespTargetFailure {
+	if e.Response == pdu.RespTargetFailure {
 		return "iscsi response 0x01: target failure"
 	}
 	return fmt.Sprintf("iscsi response 0x%02x: command not completed at target", e.Response)
@@ -255,14 +257,14 @@ func (e *ResponseError) Error() string {
 // without saying so in the residual; the Result is then made to claim no
 // more than arrived, so that a caller accepting the status (a RECOVERED
 // ERROR) sees a short transfer rather than stale buffer bytes.
-func (r *Result) checkReceived(op Opcode, t *Task, expected int) error {
+func (r *Result) checkReceived(op pdu.Opcode, t *Task, expected int) error {
 	want := r.Transferred(expected)
 	got := int(t.Received)
 	switch {
 	case got == want:
 		return nil
 	case r.Status == 0:
-		return protoErr(op, "ITT 0x%x: %d bytes of Data-In for a %d-byte transfer", t.ITT, got, want)
+		return pdu.ProtocolErrorf(op, "ITT 0x%x: %d bytes of Data-In for a %d-byte transfer", t.ITT, got, want)
 	case got < want:
 		r.Underflow, r.Overflow, r.Residual = true, false, uint32(expected-got)
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // segment is one scripted Data-In of an 8 KiB read.
@@ -34,18 +34,18 @@ func TestDataInMustBeInOrder(t *testing.T) {
 		{"DataSN skipped", []segment{{0, 0, 1}, {2, 4096, 2}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-				if req.BHS.Opcode() != initiator.OpSCSICommand {
+			s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+				if req.BHS.Opcode() != pdu.OpSCSICommand {
 					return tg.Good(req)
 				}
 				tg.Ack(req)
 				var out []iscsitest.Reply
 				for i, sg := range tc.segs {
-					d := initiator.DataIn{ITT: req.BHS.ITT(), TTT: 0xffffffff, DataSN: sg.dataSN, BufferOffset: sg.offset}
+					d := pdu.DataIn{ITT: req.BHS.ITT(), TTT: 0xffffffff, DataSN: sg.dataSN, BufferOffset: sg.offset}
 					if i == len(tc.segs)-1 {
 						d.Final, d.HasStatus, d.TargetSNs = true, true, tg.SNs(true)
 					}
-					out = append(out, iscsitest.Reply{PDU: initiator.NewPDU(&d, bytes.Repeat([]byte{sg.fill}, 4096))})
+					out = append(out, iscsitest.Reply{PDU: pdu.NewPDU(&d, bytes.Repeat([]byte{sg.fill}, 4096))})
 				}
 				return out
 			}), nil)
@@ -60,7 +60,7 @@ func TestDataInMustBeInOrder(t *testing.T) {
 				}
 				return
 			}
-			var pe *initiator.ProtocolError
+			var pe *pdu.ProtocolError
 			if !errors.As(err, &pe) {
 				t.Fatalf("read = %+v, %v; want a protocol error", r, err)
 			}

@@ -3,6 +3,7 @@ package initiator
 import (
 	"sync"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
@@ -17,16 +18,16 @@ type Datamover interface {
 	// SendPDU is Send_Control for everything but SCSI Commands: Login, Text,
 	// NOP-Out, Task Management and Logout requests. The datamover adds
 	// padding and digests (TCP) or the iSER header (iSER).
-	SendPDU(p *PDU) error
+	SendPDU(p *pdu.PDU) error
 	// SendCommand is Send_Control for a SCSI Command. t names the task's
 	// buffers: the datamover sends immediate and unsolicited write data
 	// within the negotiated limits and either remembers the buffers to place
 	// Data-In and answer R2Ts (TCP) or advertises them to the target (iSER).
-	SendCommand(cmd *SCSICommand, t *Task) error
+	SendCommand(cmd *pdu.SCSICommand, t *Task) error
 	// Recv is Control_Notify: it returns the next PDU the session handles.
 	// Data-In PDUs without status and R2Ts are consumed by the datamover; a
 	// Data-In carrying status is returned (with its data already placed).
-	Recv() (*PDU, error)
+	Recv() (*pdu.PDU, error)
 	// TaskDone is Deallocate_Task_Resources: after it returns the datamover
 	// places no more data in t's buffers.
 	TaskDone(t *Task)

@@ -3,6 +3,8 @@ package initiator
 import (
 	"crypto/rand"
 	"crypto/sha256"
+
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // Transports accepted by DialDatamover.
@@ -16,17 +18,17 @@ const (
 // every process that attaches the same volume uses the same ISID, so its
 // first login reinstates the session a killed predecessor left at the
 // target, whose tasks the target then ends (RFC 7143 section 6.3.5).
-func ISIDFromName(name string) ISID {
+func ISIDFromName(name string) pdu.ISID {
 	sum := sha256.Sum256([]byte("iser-attach isid\x00" + name))
-	var id ISID
+	var id pdu.ISID
 	copy(id[:], sum[:])
 	id[0] = 0x80 | id[0]&0x3f
 	return id
 }
 
 // NewISID returns a random-format ISID (RFC 7143 section 11.12.5: T=10b).
-func NewISID() ISID {
-	var id ISID
+func NewISID() pdu.ISID {
+	var id pdu.ISID
 	_, _ = rand.Read(id[:])
 	id[0] = 0x80 | id[0]&0x3f
 	return id

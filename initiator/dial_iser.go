@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/rdma"
 )
 
@@ -49,7 +50,7 @@ func DialISER(ctx context.Context, addr string, queueDepth int) (*ISERDatamover,
 		queueDepth = 128
 	}
 	c, err := rdma.Dial(ctx, addr, rdma.DialOptions{
-		PrivateData: ISERPrivateData(),
+		PrivateData: pdu.ISERPrivateData(),
 		SendDepth:   queueDepth + iserControlSlots,
 		RecvDepth:   queueDepth + iserControlSlots,
 		MaxSendSGE:  2,

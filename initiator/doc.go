@@ -1,7 +1,8 @@
-// Package initiator is the iSCSI layer of iser-attach (RFC 7143): the PDU
-// codec (BHS, AHS, digests), login with CHAP, the full feature phase with
-// its CmdSN window, SCSI commands with sense, NOP keepalives, task
-// management and logout, and LUN, a logical unit as a block backend.
+// Package initiator is the iSCSI layer of iser-attach (RFC 7143): login
+// with CHAP, the full feature phase with its CmdSN window, SCSI commands
+// with sense, NOP keepalives, task management and logout, and LUN, a
+// logical unit as a block backend. The PDU codec it speaks (BHS, typed
+// headers, AHS, digests, the iSER header) is package pdu.
 //
 // Data moves through a Datamover (RFC 5047). TCPDatamover is iSCSI/TCP;
 // the iSER datamover (RFC 7145) sits on package rdma. Session never asks
@@ -20,6 +21,6 @@
 // and ended by Close or by a connection failure; a Nexus owns its monitor,
 // ended by Close. See each type for the order.
 //
-// Subpackages: scsi (CDBs, sense, VPD parsing; pure) and textkey (ordered
-// text keys and their negotiation; pure).
+// Subpackages: pdu (the PDU codec; pure), scsi (CDBs, sense, VPD parsing;
+// pure) and textkey (ordered text keys and their negotiation; pure).
 package initiator

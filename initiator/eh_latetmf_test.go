@@ -7,6 +7,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // TestLateAbortResponseDoesNotDropTheSession: the target swallows a
@@ -18,21 +19,21 @@ import (
 func TestLateAbortResponseDoesNotDropTheSession(t *testing.T) {
 	const tmo = 200 * time.Millisecond
 	swallowed := false
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		switch req.BHS.Opcode() {
-		case initiator.OpSCSICommand:
+		case pdu.OpSCSICommand:
 			if !swallowed {
 				swallowed = true
 				tg.Ack(req)
 				return nil
 			}
-		case initiator.OpTaskMgmtReq:
-			var r initiator.TaskMgmtRequest
+		case pdu.OpTaskMgmtReq:
+			var r pdu.TaskMgmtRequest
 			_ = r.Unmarshal(&req.BHS)
-			if r.Function == initiator.TMFAbortTask {
+			if r.Function == pdu.TMFAbortTask {
 				// "Task does not exist", a little after the TMF timeout.
-				resp := initiator.TaskMgmtResponse{Response: 1, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-				return []iscsitest.Reply{{PDU: initiator.NewPDU(&resp, nil), Delay: tmo + 100*time.Millisecond}}
+				resp := pdu.TaskMgmtResponse{Response: 1, ITT: r.ITT, TargetSNs: tg.SNs(true)}
+				return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil), Delay: tmo + 100*time.Millisecond}}
 			}
 		}
 		return tg.Good(req)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // TestLUResetDoesNotEndCommandsSentAfterIt: command A is swallowed, ABORT
@@ -23,9 +24,9 @@ func TestLUResetDoesNotEndCommandsSentAfterIt(t *testing.T) {
 	var resetITT uint32
 	resetSeen := make(chan struct{})
 	cmds := 0
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		switch req.BHS.Opcode() {
-		case initiator.OpSCSICommand:
+		case pdu.OpSCSICommand:
 			mu.Lock()
 			cmds++
 			n := cmds
@@ -36,20 +37,20 @@ func TestLUResetDoesNotEndCommandsSentAfterIt(t *testing.T) {
 			}
 			if n == 2 {
 				// B arrived after the reset: the reset completes, then B runs.
-				tmf := initiator.TaskMgmtResponse{ITT: resetITT, TargetSNs: tg.SNs(true)}
-				out := []iscsitest.Reply{{PDU: initiator.NewPDU(&tmf, nil)}}
+				tmf := pdu.TaskMgmtResponse{ITT: resetITT, TargetSNs: tg.SNs(true)}
+				out := []iscsitest.Reply{{PDU: pdu.NewPDU(&tmf, nil)}}
 				good := tg.Good(req)
 				good[0].Delay = 100 * time.Millisecond // B takes a moment to execute
 				return append(out, good...)
 			}
-		case initiator.OpTaskMgmtReq:
-			var r initiator.TaskMgmtRequest
+		case pdu.OpTaskMgmtReq:
+			var r pdu.TaskMgmtRequest
 			_ = r.Unmarshal(&req.BHS)
-			if r.Function == initiator.TMFAbortTask {
-				resp := initiator.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-				return []iscsitest.Reply{{PDU: initiator.NewPDU(&resp, nil)}}
+			if r.Function == pdu.TMFAbortTask {
+				resp := pdu.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
+				return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil)}}
 			}
-			if r.Function == initiator.TMFLogicalUnitReset {
+			if r.Function == pdu.TMFLogicalUnitReset {
 				resetITT = r.ITT
 				close(resetSeen)
 				return nil // answered with B

@@ -7,6 +7,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // TestFullWindowDoesNotPreemptTheAbort: the target's window is one command.
@@ -18,19 +19,19 @@ import (
 func TestFullWindowDoesNotPreemptTheAbort(t *testing.T) {
 	const tmo = 300 * time.Millisecond
 	swallowed := false
-	s, _, err := loginTo(t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpLoginReq {
+	s, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpLoginReq {
 			tg.Window = 1
 			return tg.Login(req, iscsitest.LoginOptions{})
 		}
 		switch req.BHS.Opcode() {
-		case initiator.OpSCSICommand:
+		case pdu.OpSCSICommand:
 			if !swallowed {
 				swallowed = true
 				tg.Ack(req)
 				return nil
 			}
-		case initiator.OpTaskMgmtReq:
+		case pdu.OpTaskMgmtReq:
 			r := tg.Good(req)
 			r[0].Delay = 100 * time.Millisecond
 			return r

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 	"github.com/iser-attach/iser-attach/rdma"
 )
@@ -40,7 +41,7 @@ type RDMAMemory interface {
 
 // iSER sizes (RFC 7145; what LIO isert and tgt accept).
 const (
-	iserHeadersLen = ISERHeaderLen + BHSLen
+	iserHeadersLen = pdu.ISERHeaderLen + pdu.BHSLen
 	// iserRecvDataLen is the InitiatorRecvDataSegmentLength we declare.
 	iserRecvDataLen = 8192
 	iserRecvBufLen  = iserHeadersLen + iserRecvDataLen + 4 // + optional padding
@@ -110,7 +111,7 @@ type ISERDatamover struct {
 	memMu   sync.RWMutex // held (R) while copying from a bounce slot
 	memGone bool
 
-	pdus      chan *PDU
+	pdus      chan *pdu.PDU
 	stop      chan struct{}
 	pollerOut chan struct{}
 	closeOnce sync.Once
@@ -138,7 +139,7 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		slot:      MaxTransfer,
 		maxBounce: queueDepth + iserSpareData,
 		tasks:     make(map[uint32]*iserTask),
-		pdus:      make(chan *PDU, queueDepth+iserControlSlots),
+		pdus:      make(chan *pdu.PDU, queueDepth+iserControlSlots),
 		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
 		params: DefaultParams(),
 	}
@@ -241,7 +242,7 @@ var net_ErrClosed = errors.New("use of closed network connection")
 
 // SendPDU implements Datamover. During login it posts one receive before
 // each Login Request (CHAP takes several rounds).
-func (d *ISERDatamover) SendPDU(p *PDU) error {
+func (d *ISERDatamover) SendPDU(p *pdu.PDU) error {
 	if len(p.Data) > iserSendSlotLen-iserHeadersLen-iserSendAHSRoom {
 		return fmt.Errorf("iser send %s: data segment of %d bytes", p.BHS.Opcode(), len(p.Data))
 	}
@@ -250,7 +251,7 @@ func (d *ISERDatamover) SendPDU(p *PDU) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.ffp && p.BHS.Opcode() == OpLoginReq {
+	if !d.ffp && p.BHS.Opcode() == pdu.OpLoginReq {
 		if err := d.postOneRecvLocked(); err != nil {
 			return err
 		}
@@ -260,13 +261,13 @@ func (d *ISERDatamover) SendPDU(p *PDU) error {
 		return err
 	}
 	buf, addr := d.sendSlot(i)
-	(&ISERHeader{Flags: ISERFlagControl}).Marshal(buf)
+	(&pdu.ISERHeader{Flags: pdu.ISERFlagControl}).Marshal(buf)
 	p.BHS.SetTotalAHSLength(len(p.AHS))
 	p.BHS.SetDataSegmentLength(len(p.Data))
-	n := copy(buf[ISERHeaderLen:], p.BHS[:])
-	n += copy(buf[ISERHeaderLen+n:], p.AHS)
-	n += copy(buf[ISERHeaderLen+n:], p.Data)
-	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
+	n := copy(buf[pdu.ISERHeaderLen:], p.BHS[:])
+	n += copy(buf[pdu.ISERHeaderLen+n:], p.AHS)
+	n += copy(buf[pdu.ISERHeaderLen+n:], p.Data)
+	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(pdu.ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
 	d.mu.Unlock()
 	err = d.Kick()
 	d.mu.Lock() // for the deferred Unlock
@@ -359,7 +360,7 @@ func (d *ISERDatamover) RegisterIOBuffers(mem []byte) error {
 // SendCommand implements Datamover: the command's SEND carries immediate
 // data and the STag and address of the buffer the target reads or writes.
 // It is queued; Kick posts it.
-func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
+func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	n := len(t.Read) + len(t.Write)
 	if n > d.slot {
 		return fmt.Errorf("iser: %d-byte transfer exceeds %d", n, d.slot)
@@ -392,15 +393,15 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	if len(t.Write) > 0 && d.params.ImmediateData {
 		imm = min(len(t.Write), int(d.params.FirstBurstLength), int(d.params.TargetRecvDataSegmentLength), iserMaxImmediate)
 	}
-	h := ISERHeader{Flags: ISERFlagControl}
+	h := pdu.ISERHeader{Flags: pdu.ISERFlagControl}
 	if len(t.Read) > 0 {
-		h.Flags |= ISERFlagRSV
+		h.Flags |= pdu.ISERFlagRSV
 		h.ReadSTag, h.ReadVA = st.mem.RKey(), addr
 	}
 	if len(t.Write) > imm {
 		// The target RDMA-READs what immediate data did not carry: the
 		// address is past the bytes already sent (the write offset rule).
-		h.Flags |= ISERFlagWSV
+		h.Flags |= pdu.ISERFlagWSV
 		h.WriteSTag, h.WriteVA = st.mem.RKey(), addr+uint64(imm)
 	}
 	i, err := d.getSendLocked()
@@ -411,10 +412,10 @@ func (d *ISERDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 	sbuf, saddr := d.sendSlot(i)
 	h.Marshal(sbuf)
 	cmd.Final = true // never unsolicited Data-Out over iSER
-	var b BHS
+	var b pdu.BHS
 	cmd.Marshal(&b)
 	b.SetDataSegmentLength(imm)
-	copy(sbuf[ISERHeaderLen:], b[:])
+	copy(sbuf[pdu.ISERHeaderLen:], b[:])
 	sges := []rdma.SGE{{Addr: saddr, Length: iserHeadersLen, LKey: d.ctrl.LKey()}}
 	if imm > 0 {
 		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: st.mem.LKey()})
@@ -471,7 +472,7 @@ func (d *ISERDatamover) TaskDone(t *Task) {
 }
 
 // Recv implements Datamover.
-func (d *ISERDatamover) Recv() (*PDU, error) {
+func (d *ISERDatamover) Recv() (*pdu.PDU, error) {
 	p, ok := <-d.pdus
 	if !ok {
 		d.mu.Lock()
@@ -581,7 +582,7 @@ func (d *ISERDatamover) repost(i int) error {
 }
 
 // parseRecv copies a received PDU out of receive buffer i.
-func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
+func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*pdu.PDU, error) {
 	if wc.HasInvalidate {
 		return nil, fmt.Errorf("iser: target invalidated rkey %#x, refused in the CM private data", wc.InvalidatedRKey)
 	}
@@ -590,20 +591,20 @@ func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
 		return nil, fmt.Errorf("iser: received %d bytes", n)
 	}
 	buf := d.ctrl.Bytes()[i*iserRecvBufLen : i*iserRecvBufLen+n]
-	var h ISERHeader
+	var h pdu.ISERHeader
 	if err := h.Unmarshal(buf); err != nil {
 		return nil, err
 	}
-	p := &PDU{}
-	copy(p.BHS[:], buf[ISERHeaderLen:])
+	p := &pdu.PDU{}
+	copy(p.BHS[:], buf[pdu.ISERHeaderLen:])
 	op := p.BHS.Opcode()
 	if !op.Known() || !op.FromTarget() {
-		return nil, protoErr(op, "unexpected opcode from target")
+		return nil, pdu.ProtocolErrorf(op, "unexpected opcode from target")
 	}
 	ahs, dlen := p.BHS.TotalAHSLength(), p.BHS.DataSegmentLength()
 	rest := n - iserHeadersLen - ahs
 	if rest < dlen || rest > dlen+3 {
-		return nil, protoErr(op, "data segment length %d in a %d-byte receive", dlen, n)
+		return nil, pdu.ProtocolErrorf(op, "data segment length %d in a %d-byte receive", dlen, n)
 	}
 	if ahs > 0 {
 		p.AHS = append([]byte(nil), buf[iserHeadersLen:iserHeadersLen+ahs]...)
@@ -612,11 +613,11 @@ func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*PDU, error) {
 		p.Data = append([]byte(nil), buf[iserHeadersLen+ahs:iserHeadersLen+ahs+dlen]...)
 	}
 	switch op {
-	case OpDataIn, OpR2T:
-		return nil, protoErr(op, "not used over iSER: data moves by RDMA")
-	case OpSCSIResponse:
+	case pdu.OpDataIn, pdu.OpR2T:
+		return nil, pdu.ProtocolErrorf(op, "not used over iSER: data moves by RDMA")
+	case pdu.OpSCSIResponse:
 		d.markResponded(p.BHS.ITT()) // RC ordering: its RDMA WRITEs landed first
-	case OpReject:
+	case pdu.OpReject:
 		if itt, ok := rejectedCommand(p); ok {
 			d.mu.Lock()
 			if st := d.tasks[itt]; st != nil {
@@ -643,13 +644,13 @@ func (d *ISERDatamover) markResponded(itt uint32) {
 // 7143 section 11.17: the rejected PDU is discarded, and a target may not
 // end an active task with a Reject), so the target never RDMAs its buffer;
 // any RDMA before the Reject's SEND would have landed first (RC ordering).
-func rejectedCommand(p *PDU) (uint32, bool) {
-	if len(p.Data) < BHSLen {
+func rejectedCommand(p *pdu.PDU) (uint32, bool) {
+	if len(p.Data) < pdu.BHSLen {
 		return 0, false
 	}
-	var rb BHS
-	copy(rb[:], p.Data[:BHSLen])
-	if rb.Opcode() != OpSCSICommand || rb.ITT() == reservedTag {
+	var rb pdu.BHS
+	copy(rb[:], p.Data[:pdu.BHSLen])
+	if rb.Opcode() != pdu.OpSCSICommand || rb.ITT() == pdu.ReservedTag {
 		return 0, false
 	}
 	return rb.ITT(), true

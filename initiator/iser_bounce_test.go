@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // rwRoundTrip writes buf at lba and reads it back into back, concurrently
@@ -116,7 +117,7 @@ func TestISERRejectedCommandsReturnSlots(t *testing.T) {
 		buf := bytes.Repeat([]byte{0xa5}, 4096)
 		_, err := s.Do(ctx, &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, uint64(i), 8), Read: buf})
 		var re *initiator.RejectError
-		if !errors.As(err, &re) || re.Op != initiator.OpSCSICommand {
+		if !errors.As(err, &re) || re.Op != pdu.OpSCSICommand {
 			t.Fatalf("command %d: %v, want a Reject of the SCSI Command", i, err)
 		}
 		if !bytes.Equal(buf, bytes.Repeat([]byte{0xa5}, 4096)) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
@@ -19,7 +20,7 @@ type LoginConfig struct {
 	Discovery bool
 	// ISID and TSIH identify the session; TSIH 0 asks for a new session (or
 	// reinstates the one with the same ISID).
-	ISID ISID
+	ISID pdu.ISID
 	TSIH uint16
 	CID  uint16
 	// CHAP, when set, requires CHAP authentication; a discovery session
@@ -170,31 +171,31 @@ func runLogin(dm Datamover, cfg *LoginConfig) (*loginResult, error) {
 
 // exchange sends one Login Request and returns the target's complete
 // response keys (following C-bit continuation).
-func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (*LoginResponse, []textkey.KV, error) {
+func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (*pdu.LoginResponse, []textkey.KV, error) {
 	data := textkey.Encode(kvs)
 	if len(data) > 8192 {
 		return nil, nil, fmt.Errorf("login: request keys of %d bytes exceed 8192", len(data))
 	}
 	var all []byte
 	for {
-		req := LoginRequest{Transit: transit, CSG: csg, NSG: nsg, ISID: st.cfg.ISID,
+		req := pdu.LoginRequest{Transit: transit, CSG: csg, NSG: nsg, ISID: st.cfg.ISID,
 			TSIH: st.res.tsih, ITT: st.itt, CID: st.cfg.CID, CmdSN: st.cmdSN, ExpStatSN: st.expStatSN}
 		if !transit {
 			req.NSG = 0
 		}
-		if err := st.dm.SendPDU(NewPDU(&req, data)); err != nil {
+		if err := st.dm.SendPDU(pdu.NewPDU(&req, data)); err != nil {
 			return nil, nil, fmt.Errorf("login: send request: %w", err)
 		}
 		p, err := st.dm.Recv()
 		if err != nil {
 			return nil, nil, fmt.Errorf("login: receive response: %w", err)
 		}
-		if p.BHS.Opcode() == OpReject {
-			var r Reject
+		if p.BHS.Opcode() == pdu.OpReject {
+			var r pdu.Reject
 			_ = r.Unmarshal(&p.BHS)
 			return nil, nil, fmt.Errorf("login: target rejected the login request: %s", rejectReason(r.Reason))
 		}
-		var resp LoginResponse
+		var resp pdu.LoginResponse
 		if err := resp.Unmarshal(&p.BHS); err != nil {
 			return nil, nil, fmt.Errorf("login: %w", err)
 		}
@@ -206,22 +207,22 @@ func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (
 			return nil, nil, le
 		}
 		if resp.ITT != st.itt || resp.ISID != st.cfg.ISID {
-			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "ITT or ISID does not match the request"))
+			return nil, nil, fmt.Errorf("login: %w", pdu.ProtocolErrorf(pdu.OpLoginResp, "ITT or ISID does not match the request"))
 		}
 		if resp.VersionActive != 0 {
-			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "unsupported version %d", resp.VersionActive))
+			return nil, nil, fmt.Errorf("login: %w", pdu.ProtocolErrorf(pdu.OpLoginResp, "unsupported version %d", resp.VersionActive))
 		}
 		if resp.CSG != csg {
-			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "CSG %d, request was in stage %d", resp.CSG, csg))
+			return nil, nil, fmt.Errorf("login: %w", pdu.ProtocolErrorf(pdu.OpLoginResp, "CSG %d, request was in stage %d", resp.CSG, csg))
 		}
 		if resp.Transit && (!transit || resp.NSG > nsg) {
-			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "target moved to stage %d without being asked", resp.NSG))
+			return nil, nil, fmt.Errorf("login: %w", pdu.ProtocolErrorf(pdu.OpLoginResp, "target moved to stage %d without being asked", resp.NSG))
 		}
 		if st.first || resp.StatSN == st.expStatSN {
 			st.expStatSN = resp.StatSN + 1
 			st.first = false
 		} else if resp.StatSN+1 != st.expStatSN {
-			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "StatSN %d, expected %d", resp.StatSN, st.expStatSN))
+			return nil, nil, fmt.Errorf("login: %w", pdu.ProtocolErrorf(pdu.OpLoginResp, "StatSN %d, expected %d", resp.StatSN, st.expStatSN))
 		}
 		st.res.expCmdSN, st.res.maxCmdSN = resp.ExpCmdSN, resp.MaxCmdSN
 		if resp.TSIH != 0 {
@@ -229,7 +230,7 @@ func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (
 		}
 		all = append(all, p.Data...)
 		if len(all) > 64<<10 {
-			return nil, nil, fmt.Errorf("login: %w", protoErr(OpLoginResp, "response keys exceed 64 KiB"))
+			return nil, nil, fmt.Errorf("login: %w", pdu.ProtocolErrorf(pdu.OpLoginResp, "response keys exceed 64 KiB"))
 		}
 		if !resp.Continue {
 			kv, err := textkey.Parse(all)
@@ -277,7 +278,7 @@ func (st *loginState) security() error {
 	keys := st.leadingKeys()
 	if st.cfg.CHAP == nil {
 		keys = append(keys, textkey.KV{Key: "AuthMethod", Value: "None"})
-		resp, kv, err := st.exchange(StageSecurity, StageOperational, true, keys)
+		resp, kv, err := st.exchange(pdu.StageSecurity, pdu.StageOperational, true, keys)
 		if err != nil {
 			return err
 		}
@@ -290,7 +291,7 @@ func (st *loginState) security() error {
 	}
 	offer := st.offerAuth()
 	keys = append(keys, textkey.KV{Key: "AuthMethod", Value: offer})
-	resp, kv, err := st.exchange(StageSecurity, StageOperational, false, keys)
+	resp, kv, err := st.exchange(pdu.StageSecurity, pdu.StageOperational, false, keys)
 	if err != nil {
 		return err
 	}
@@ -304,7 +305,7 @@ func (st *loginState) security() error {
 		return fmt.Errorf("login: target refused CHAP (AuthMethod=%q): %w", am, ErrAuthFailed)
 	}
 	x := &chapExchange{creds: st.cfg.CHAP}
-	_, kv, err = st.exchange(StageSecurity, StageOperational, false, []textkey.KV{{Key: "CHAP_A", Value: x.creds.offerA()}})
+	_, kv, err = st.exchange(pdu.StageSecurity, pdu.StageOperational, false, []textkey.KV{{Key: "CHAP_A", Value: x.creds.offerA()}})
 	var le *LoginError
 	if errors.As(err, &le) && le.Class == 2 && le.Detail == 0 && len(x.creds.algorithms()) > 1 {
 		return &CHAPAlgorithmError{Offered: x.creds.offerA(), Err: err}
@@ -326,7 +327,7 @@ func (st *loginState) security() error {
 	for _, p := range ans {
 		out = append(out, textkey.KV{Key: p[0], Value: p[1]})
 	}
-	resp, kv, err = st.exchange(StageSecurity, StageOperational, true, out)
+	resp, kv, err = st.exchange(pdu.StageSecurity, pdu.StageOperational, true, out)
 	if errors.As(err, &le) && le.Class == 2 && x.alg == CHAPSHA256 && len(x.creds.algorithms()) > 1 {
 		// tgt (through 1.0.97) means SHA-1 by CHAP_A=7, which IANA and
 		// LIO give to SHA-256: a response refused under 7 is ambiguous.
@@ -367,13 +368,13 @@ func (st *loginState) offerAuth() string {
 }
 
 // finishSecurity waits, if needed, for the target to leave the security stage.
-func (st *loginState) finishSecurity(resp *LoginResponse, kv []textkey.KV) error {
+func (st *loginState) finishSecurity(resp *pdu.LoginResponse, kv []textkey.KV) error {
 	for i := 0; !resp.Transit; i++ {
 		if i > 4 {
 			return fmt.Errorf("login: target stays in the security stage")
 		}
 		var err error
-		resp, kv, err = st.exchange(StageSecurity, StageOperational, true, nil)
+		resp, kv, err = st.exchange(pdu.StageSecurity, pdu.StageOperational, true, nil)
 		if err != nil {
 			return err
 		}
@@ -400,7 +401,7 @@ func (st *loginState) operational() error {
 		if i > 16 {
 			return errors.New("login: operational negotiation does not converge")
 		}
-		resp, kv, err := st.exchange(StageOperational, StageFullFeature, true, keys)
+		resp, kv, err := st.exchange(pdu.StageOperational, pdu.StageFullFeature, true, keys)
 		if err != nil {
 			return err
 		}
@@ -410,7 +411,7 @@ func (st *loginState) operational() error {
 			return fmt.Errorf("login: negotiation: %w", err)
 		}
 		keys = append(reply, n.TakeOffers()...)
-		if resp.Transit && resp.NSG == StageFullFeature {
+		if resp.Transit && resp.NSG == pdu.StageFullFeature {
 			if len(keys) > 0 {
 				return fmt.Errorf("login: target ended negotiation with keys unanswered")
 			}
@@ -468,7 +469,7 @@ func (st *loginState) enterFFP(n *textkey.Negotiation) error {
 }
 
 func rejectReason(r uint8) string {
-	if s, ok := rejectReasonNames[r]; ok {
+	if s, ok := pdu.RejectReasonName(r); ok {
 		return fmt.Sprintf("%s (reason 0x%02x)", s, r)
 	}
 	return fmt.Sprintf("reason 0x%02x", r)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 )
@@ -38,8 +39,8 @@ func TestLoginAuthMethodOffer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var offers []string
-			h := func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-				if req.BHS.Opcode() == initiator.OpLoginReq {
+			h := func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+				if req.BHS.Opcode() == pdu.OpLoginReq {
 					kvs, _ := textkey.Parse(req.Data)
 					if v, ok := textkey.Get(kvs, "AuthMethod"); ok {
 						mu.Lock()
@@ -80,7 +81,7 @@ func TestLoginRefusalNamesInitiator(t *testing.T) {
 		words  string
 		named  bool
 	}{{1, "authentication failed", true}, {2, "authorization failure", true}, {3, "target not found", false}} {
-		_, _, err := loginTo(t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+		_, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			return tg.Login(req, iscsitest.LoginOptions{StatusClass: 2, StatusDetail: c.detail})
 		}, nil)
 		if err == nil || !strings.Contains(err.Error(), c.words) {

@@ -8,15 +8,16 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // luNexus runs a Nexus whose every connection is served by lu; dropping
 // set makes the next SCSI command close its connection unanswered.
 func luNexus(t *testing.T, lu *iscsitest.LU, dropping *atomic.Bool) (*initiator.Nexus, *fakePortals) {
 	t.Helper()
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-			if req.BHS.Opcode() == initiator.OpSCSICommand && dropping.CompareAndSwap(true, false) {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+			if req.BHS.Opcode() == pdu.OpSCSICommand && dropping.CompareAndSwap(true, false) {
 				return []iscsitest.Reply{{Close: true}}
 			}
 			return lu.Handle(tg, req)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
@@ -24,17 +25,17 @@ const (
 
 // diskIO answers a READ(10), WRITE(10) or SYNCHRONIZE CACHE(10) sent to the
 // fake disk; data is the write's immediate data.
-type diskIO func(tg *iscsitest.Target, c *initiator.SCSICommand, data []byte) []iscsitest.Reply
+type diskIO func(tg *iscsitest.Target, c *pdu.SCSICommand, data []byte) []iscsitest.Reply
 
 // fakeDisk answers what OpenLUN sends for a 1 MiB LUN of 512-byte blocks
 // (no VPD pages, no mode pages) and hands reads, writes and flushes to rw.
 func fakeDisk(t *testing.T, rw diskIO) iscsitest.Handler {
-	return withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() != initiator.OpSCSICommand {
+	return withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != pdu.OpSCSICommand {
 			return tg.Good(req)
 		}
 		tg.Ack(req)
-		var c initiator.SCSICommand
+		var c pdu.SCSICommand
 		if err := c.Unmarshal(&req.BHS); err != nil {
 			t.Errorf("fake disk: %v", err)
 			return nil
@@ -78,26 +79,26 @@ func senseSegment(sense []byte) []byte {
 
 // statusReply is a SCSI Response with status and sense; a read's data did
 // not move unless the caller sent it before.
-func statusReply(tg *iscsitest.Target, c *initiator.SCSICommand, st scsi.Status, sense []byte) []iscsitest.Reply {
-	r := initiator.SCSIResponse{ITT: c.ITT, Status: uint8(st), TargetSNs: tg.SNs(true)}
-	return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, senseSegment(sense))}}
+func statusReply(tg *iscsitest.Target, c *pdu.SCSICommand, st scsi.Status, sense []byte) []iscsitest.Reply {
+	r := pdu.SCSIResponse{ITT: c.ITT, Status: uint8(st), TargetSNs: tg.SNs(true)}
+	return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, senseSegment(sense))}}
 }
 
 // dataInGood sends data in one Data-In with GOOD status, residual set for
 // the part of the expected length it does not cover.
-func dataInGood(tg *iscsitest.Target, c *initiator.SCSICommand, data []byte) []iscsitest.Reply {
+func dataInGood(tg *iscsitest.Target, c *pdu.SCSICommand, data []byte) []iscsitest.Reply {
 	data = data[:min(len(data), int(c.ExpectedDataTransferLength))]
-	d := initiator.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
+	d := pdu.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
 	if n := int(c.ExpectedDataTransferLength) - len(data); n > 0 {
 		d.Underflow, d.ResidualCount = true, uint32(n)
 	}
-	return []iscsitest.Reply{{PDU: initiator.NewPDU(&d, data)}}
+	return []iscsitest.Reply{{PDU: pdu.NewPDU(&d, data)}}
 }
 
 // dataInNoStatus sends data as one Data-In without status.
-func dataInNoStatus(c *initiator.SCSICommand, data []byte) iscsitest.Reply {
-	d := initiator.DataIn{Final: true, ITT: c.ITT, TTT: 0xffffffff}
-	return iscsitest.Reply{PDU: initiator.NewPDU(&d, data)}
+func dataInNoStatus(c *pdu.SCSICommand, data []byte) iscsitest.Reply {
+	d := pdu.DataIn{Final: true, ITT: c.ITT, TTT: 0xffffffff}
+	return iscsitest.Reply{PDU: pdu.NewPDU(&d, data)}
 }
 
 func openFakeDisk(t *testing.T, rw diskIO) (*initiator.Session, *iscsitest.Target, *initiator.LUN) {
@@ -142,11 +143,11 @@ var lunOps = []lunOp{
 	{"flush", 0x35, func(ctx context.Context, l *initiator.LUN) error { return l.Flush(ctx) }},
 }
 
-func countOps(tg []*initiator.PDU, op byte) int {
+func countOps(tg []*pdu.PDU, op byte) int {
 	n := 0
 	for _, p := range tg {
-		if p.BHS.Opcode() == initiator.OpSCSICommand {
-			var c initiator.SCSICommand
+		if p.BHS.Opcode() == pdu.OpSCSICommand {
+			var c pdu.SCSICommand
 			if c.Unmarshal(&p.BHS) == nil && c.CDB[0] == op {
 				n++
 			}
@@ -164,24 +165,24 @@ func TestLUNTargetFailureIsEIO(t *testing.T) {
 		t.Run(op.name, func(t *testing.T) {
 			var fail atomic.Bool
 			fail.Store(true)
-			s, tg, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, _ []byte) []iscsitest.Reply {
+			s, tg, l := openFakeDisk(t, func(tg *iscsitest.Target, c *pdu.SCSICommand, _ []byte) []iscsitest.Reply {
 				var out []iscsitest.Reply
 				if c.Read {
 					// All the data arrives, then the target says it failed.
 					out = append(out, dataInNoStatus(c, make([]byte, c.ExpectedDataTransferLength)))
 				}
-				r := initiator.SCSIResponse{ITT: c.ITT, Status: 0, TargetSNs: tg.SNs(true)}
+				r := pdu.SCSIResponse{ITT: c.ITT, Status: 0, TargetSNs: tg.SNs(true)}
 				if fail.Load() {
-					r.Response = initiator.RespTargetFailure
+					r.Response = pdu.RespTargetFailure
 				}
-				return append(out, iscsitest.Reply{PDU: initiator.NewPDU(&r, nil)})
+				return append(out, iscsitest.Reply{PDU: pdu.NewPDU(&r, nil)})
 			})
 			err := op.run(ctx5(t), l)
 			if err == nil {
 				t.Fatal("target failure reported as success")
 			}
 			var re *initiator.ResponseError
-			if !errors.As(err, &re) || re.Response != initiator.RespTargetFailure {
+			if !errors.As(err, &re) || re.Response != pdu.RespTargetFailure {
 				t.Errorf("error %v does not carry the iSCSI response", err)
 			}
 			if e := errnoOf(err); e != syscall.EIO {
@@ -205,15 +206,15 @@ func TestLUNTargetFailureIsEIO(t *testing.T) {
 // without logging in again or reissuing the command on another session.
 func TestNexusDoesNotReissueTargetFailure(t *testing.T) {
 	var cmds atomic.Int32
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-			if req.BHS.Opcode() != initiator.OpSCSICommand {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+			if req.BHS.Opcode() != pdu.OpSCSICommand {
 				return tg.Good(req)
 			}
 			cmds.Add(1)
 			tg.Ack(req)
-			r := initiator.SCSIResponse{ITT: req.BHS.ITT(), Response: initiator.RespTargetFailure, TargetSNs: tg.SNs(true)}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, nil)}}
+			r := pdu.SCSIResponse{ITT: req.BHS.ITT(), Response: pdu.RespTargetFailure, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, nil)}}
 		}
 	}}
 	nx := dialNexus(t, f, nil)
@@ -233,7 +234,7 @@ func TestLUNRecoveredErrorIsSuccess(t *testing.T) {
 	recovered := scsi.Sense{ResponseCode: scsi.SenseFixedCurrent, Key: scsi.KeyRecoveredError, ASC: 0x17, ASCQ: 0x01}
 	want := bytes.Repeat([]byte("recovered data. "), 4096/16)
 	var written []byte
-	_, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, data []byte) []iscsitest.Reply {
+	_, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *pdu.SCSICommand, data []byte) []iscsitest.Reply {
 		var out []iscsitest.Reply
 		if c.Read {
 			out = append(out, dataInNoStatus(c, want))
@@ -271,7 +272,7 @@ func TestLUNRecoveredErrorStillChecksData(t *testing.T) {
 		{"deferred", scsi.Sense{ResponseCode: scsi.SenseFixedDeferred, Key: scsi.KeyRecoveredError}, 4096},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, _ []byte) []iscsitest.Reply {
+			s, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *pdu.SCSICommand, _ []byte) []iscsitest.Reply {
 				var out []iscsitest.Reply
 				if tc.data > 0 {
 					out = append(out, dataInNoStatus(c, bytes.Repeat([]byte{1}, tc.data)))
@@ -307,13 +308,13 @@ func TestLUNCheckConditionWithoutUsableSense(t *testing.T) {
 		{"descriptor sense ending before the key", senseSegment([]byte{0x72})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *initiator.SCSICommand, _ []byte) []iscsitest.Reply {
+			_, _, l := openFakeDisk(t, func(tg *iscsitest.Target, c *pdu.SCSICommand, _ []byte) []iscsitest.Reply {
 				var out []iscsitest.Reply
 				if c.Read {
 					out = append(out, dataInNoStatus(c, make([]byte, c.ExpectedDataTransferLength)))
 				}
-				r := initiator.SCSIResponse{ITT: c.ITT, Status: uint8(scsi.StatusCheckCondition), TargetSNs: tg.SNs(true)}
-				return append(out, iscsitest.Reply{PDU: initiator.NewPDU(&r, tc.segment)})
+				r := pdu.SCSIResponse{ITT: c.ITT, Status: uint8(scsi.StatusCheckCondition), TargetSNs: tg.SNs(true)}
+				return append(out, iscsitest.Reply{PDU: pdu.NewPDU(&r, tc.segment)})
 			})
 			for _, op := range lunOps {
 				err := op.run(ctx5(t), l)

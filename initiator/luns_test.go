@@ -7,6 +7,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
@@ -23,12 +24,12 @@ func TestPickDiskLUNLongReport(t *testing.T) {
 	report.LUNs = append(report.LUNs, scsi.LUN{0xc1, 0, 0, 0, 0, 0, 0, 0}) // extended addressing
 	var mu sync.Mutex
 	var allocs []uint32
-	h := withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() != initiator.OpSCSICommand {
+	h := withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != pdu.OpSCSICommand {
 			return tg.Good(req)
 		}
 		tg.Ack(req)
-		var c initiator.SCSICommand
+		var c pdu.SCSICommand
 		_ = c.Unmarshal(&req.BHS)
 		switch c.CDB[0] {
 		case 0xa0: // REPORT LUNS

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/rs/zerolog"
 )
 
@@ -157,7 +158,7 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 	if cfg.connect == nil {
 		cfg.connect = Connect
 	}
-	if cfg.Session.ISID == (ISID{}) {
+	if cfg.Session.ISID == (pdu.ISID{}) {
 		cfg.Session.ISID = NewISID()
 	}
 	cfg.Session.TSIH = 0
@@ -258,7 +259,7 @@ func (n *Nexus) Status() NexusStatus {
 func (n *Nexus) TargetName() string { return n.cfg.Session.TargetName }
 
 // ISID is the initiator session ID every session of the nexus uses.
-func (n *Nexus) ISID() ISID { return n.cfg.Session.ISID }
+func (n *Nexus) ISID() pdu.ISID { return n.cfg.Session.ISID }
 
 // markDownLocked moves the nexus from up to recovering when s, its current
 // session, has ended. It is idempotent.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // fakePortals serves every connection a Nexus makes with a handler chosen
@@ -21,11 +22,11 @@ type fakePortals struct {
 	t       *testing.T
 	mu      sync.Mutex
 	down    map[string]bool // portals that refuse connections
-	logins  []initiator.LoginRequest
+	logins  []pdu.LoginRequest
 	firsts  []int    // index in logins of each connection's first Login Request
 	portals []string // portal of each connection
 	// handler returns the full feature phase handler for connection n (0-based).
-	handler func(n int) func(t *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply
+	handler func(n int) func(t *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply
 	// setup, when set, prepares connection n's target before the login.
 	setup func(n int, t *iscsitest.Target)
 }
@@ -41,12 +42,12 @@ func (f *fakePortals) connect(ctx context.Context, dc initiator.DialConfig, sc i
 	f.firsts = append(f.firsts, len(f.logins))
 	ffp := f.handler(n)
 	f.mu.Unlock()
-	conn, _ := iscsitest.Pipe(f.t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpLoginReq {
+	conn, _ := iscsitest.Pipe(f.t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpLoginReq {
 			if f.setup != nil && len(tg.Seen()) == 1 {
 				f.setup(n, tg)
 			}
-			var lr initiator.LoginRequest
+			var lr pdu.LoginRequest
 			_ = lr.Unmarshal(&req.BHS)
 			f.mu.Lock()
 			f.logins = append(f.logins, lr)
@@ -98,10 +99,10 @@ func write10(data []byte) *initiator.Command {
 
 // dropFirstCommand closes connection 0 when a SCSI command arrives on it,
 // without answering; later connections answer everything.
-func dropFirstCommand(seen *[][]byte, mu *sync.Mutex) func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-	return func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-			if req.BHS.Opcode() == initiator.OpSCSICommand {
+func dropFirstCommand(seen *[][]byte, mu *sync.Mutex) func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+	return func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+			if req.BHS.Opcode() == pdu.OpSCSICommand {
 				mu.Lock()
 				*seen = append(*seen, append([]byte(nil), req.Data...))
 				mu.Unlock()
@@ -204,8 +205,8 @@ func TestNexusRecoveryTriesTheNextPortal(t *testing.T) {
 }
 
 func TestNexusFirstLoginFallsBackToTheNextPortal(t *testing.T) {
-	f := &fakePortals{t: t, down: map[string]bool{"p1:3260": true}, handler: func(int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply { return tg.Good(req) }
+	f := &fakePortals{t: t, down: map[string]bool{"p1:3260": true}, handler: func(int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply { return tg.Good(req) }
 	}}
 	nx := dialNexus(t, f, nil)
 	if st := nx.Status(); st.Portal != "p2:3260" {
@@ -220,9 +221,9 @@ func TestNexusFirstLoginFallsBackToTheNextPortal(t *testing.T) {
 }
 
 func TestNexusKeepaliveDetectsASilentTargetAndRecovers(t *testing.T) {
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-			if n == 0 && req.BHS.Opcode() == initiator.OpNOPOut {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+			if n == 0 && req.BHS.Opcode() == pdu.OpNOPOut {
 				return nil // the first connection went silent
 			}
 			return tg.Good(req)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/rs/zerolog"
 )
 
@@ -121,7 +122,7 @@ type pending struct {
 	cmdSN uint32 // the CmdSN the request carried
 	task  *Task
 	done  chan struct{}
-	resp  *PDU
+	resp  *pdu.PDU
 	err   error
 }
 
@@ -260,7 +261,7 @@ func (s *Session) registerLocked(t *Task) *pending {
 	for {
 		itt := s.nextITT
 		s.nextITT++
-		if itt == reservedTag {
+		if itt == pdu.ReservedTag {
 			continue
 		}
 		if _, busy := s.pend[itt]; busy {
@@ -399,7 +400,7 @@ func (s *Session) tasksOutstanding() bool {
 }
 
 // wait waits for p's response.
-func (s *Session) wait(ctx context.Context, p *pending) (*PDU, error) {
+func (s *Session) wait(ctx context.Context, p *pending) (*pdu.PDU, error) {
 	select {
 	case <-p.done:
 		return p.resp, p.err
@@ -445,13 +446,13 @@ func (s *Session) reader() {
 
 // updateSNs applies a target PDU's StatSN, ExpCmdSN and MaxCmdSN (RFC 7143
 // section 4.2.2.1). advance says whether the PDU consumes a StatSN.
-func (s *Session) updateSNs(op Opcode, sn TargetSNs, advance bool) error {
+func (s *Session) updateSNs(op pdu.Opcode, sn pdu.TargetSNs, advance bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastRecv = time.Now()
 	d := int32(sn.StatSN - s.expStatSN)
 	if d > maxStatSNGap || d < -maxStatSNGap {
-		return protoErr(op, "StatSN %d out of window (ExpStatSN %d)", sn.StatSN, s.expStatSN)
+		return pdu.ProtocolErrorf(op, "StatSN %d out of window (ExpStatSN %d)", sn.StatSN, s.expStatSN)
 	}
 	if advance && d >= 0 {
 		s.expStatSN = sn.StatSN + 1
@@ -471,7 +472,7 @@ func (s *Session) updateSNs(op Opcode, sn TargetSNs, advance bool) error {
 }
 
 // complete hands p's response to its waiter.
-func (s *Session) complete(itt uint32, pdu *PDU) bool {
+func (s *Session) complete(itt uint32, pdu *pdu.PDU) bool {
 	s.mu.Lock()
 	p := s.pend[itt]
 	if p != nil {
@@ -486,11 +487,11 @@ func (s *Session) complete(itt uint32, pdu *PDU) bool {
 	return true
 }
 
-func (s *Session) dispatch(p *PDU) error {
+func (s *Session) dispatch(p *pdu.PDU) error {
 	op := p.BHS.Opcode()
 	switch op {
-	case OpSCSIResponse:
-		var r SCSIResponse
+	case pdu.OpSCSIResponse:
+		var r pdu.SCSIResponse
 		if err := r.Unmarshal(&p.BHS); err != nil {
 			return err
 		}
@@ -498,42 +499,40 @@ func (s *Session) dispatch(p *PDU) error {
 			return err
 		}
 		s.completeOrDrop(r.ITT, p)
-	case OpDataIn: // only with status: the datamover consumed the rest
-		var d DataIn
+	case pdu.OpDataIn: // only with status: the datamover consumed the rest
+		var d pdu.DataIn
 		if err := d.Unmarshal(&p.BHS); err != nil {
 			return err
 		}
 		if !d.HasStatus {
-			return protoErr(op, "datamover passed up a Data-In without status")
+			return pdu.ProtocolErrorf(op, "datamover passed up a Data-In without status")
 		}
 		if err := s.updateSNs(op, d.TargetSNs, true); err != nil {
 			return err
 		}
 		s.completeOrDrop(d.ITT, p)
-	case OpNOPIn:
-		var n NOPIn
+	case pdu.OpNOPIn:
+		var n pdu.NOPIn
 		if err := n.Unmarshal(&p.BHS); err != nil {
 			return err
 		}
-		if err := s.updateSNs(op, n.TargetSNs, n.ITT != reservedTag); err != nil {
+		if err := s.updateSNs(op, n.TargetSNs, n.ITT != pdu.ReservedTag); err != nil {
 			return err
 		}
 		switch {
-		case n.TTT != reservedTag:
+		case n.TTT != pdu.ReservedTag:
 			return s.answerPing(&n, p.Data)
-		case n.ITT == reservedTag:
+		case n.ITT == pdu.ReservedTag:
 			// Neither a ping nor an answer: tgt sends these over iSER.
 			s.log.Debug().Msg("NOP-In with ITT and TTT 0xffffffff ignored")
 		default:
 			s.completeOrDrop(n.ITT, p)
 		}
-	case OpTaskMgmtResp, OpTextResp, OpLogoutResp:
-		var sn TargetSNs
-		sn.unmarshal(&p.BHS)
-		if err := s.updateSNs(op, sn, true); err != nil {
+	case pdu.OpTaskMgmtResp, pdu.OpTextResp, pdu.OpLogoutResp:
+		if err := s.updateSNs(op, p.BHS.TargetSNs(), true); err != nil {
 			return err
 		}
-		if op == OpLogoutResp && p.BHS[2] == 0 {
+		if op == pdu.OpLogoutResp && p.BHS[2] == 0 {
 			// The target closes the connection next: that is no failure.
 			s.mu.Lock()
 			s.loggedOut = true
@@ -545,35 +544,35 @@ func (s *Session) dispatch(p *PDU) error {
 			delete(s.abandoned, p.BHS.ITT())
 			s.mu.Unlock()
 			if !late {
-				return protoErr(op, "response for unknown ITT 0x%x", p.BHS.ITT())
+				return pdu.ProtocolErrorf(op, "response for unknown ITT 0x%x", p.BHS.ITT())
 			}
 			s.log.Debug().Uint32("itt", p.BHS.ITT()).Str("op", op.String()).Msg("late response to an abandoned request dropped")
 		}
-	case OpReject:
+	case pdu.OpReject:
 		return s.handleReject(p)
-	case OpAsyncMessage:
+	case pdu.OpAsyncMessage:
 		return s.handleAsync(p)
 	default:
-		return protoErr(op, "unexpected in full feature phase")
+		return pdu.ProtocolErrorf(op, "unexpected in full feature phase")
 	}
 	return nil
 }
 
 // completeOrDrop completes a task; a response for an unknown ITT belongs to a
 // task that was aborted and is dropped.
-func (s *Session) completeOrDrop(itt uint32, p *PDU) {
+func (s *Session) completeOrDrop(itt uint32, p *pdu.PDU) {
 	if !s.complete(itt, p) {
 		s.log.Debug().Uint32("itt", itt).Str("op", p.BHS.Opcode().String()).Msg("response for a finished task dropped")
 	}
 }
 
 // answerPing answers a target's NOP-In ping (TTT valid) with a NOP-Out.
-func (s *Session) answerPing(n *NOPIn, data []byte) error {
+func (s *Session) answerPing(n *pdu.NOPIn, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := NOPOut{Immediate: true, LUN: n.LUN, ITT: reservedTag, TTT: n.TTT,
+	out := pdu.NOPOut{Immediate: true, LUN: n.LUN, ITT: pdu.ReservedTag, TTT: n.TTT,
 		CmdSN: s.cmdSN, ExpStatSN: s.expStatSN}
-	if err := s.dm.SendPDU(NewPDU(&out, data)); err != nil {
+	if err := s.dm.SendPDU(pdu.NewPDU(&out, data)); err != nil {
 		return fmt.Errorf("answer NOP-In: %w", err)
 	}
 	return nil
@@ -582,36 +581,36 @@ func (s *Session) answerPing(n *NOPIn, data []byte) error {
 // RejectError is a Reject PDU aimed at one of our requests.
 type RejectError struct {
 	Reason uint8
-	Op     Opcode // the rejected PDU's opcode
+	Op     pdu.Opcode // the rejected PDU's opcode
 }
 
 func (e *RejectError) Error() string {
 	return fmt.Sprintf("target rejected %s: %s", e.Op, rejectReason(e.Reason))
 }
 
-func (s *Session) handleReject(p *PDU) error {
-	var r Reject
+func (s *Session) handleReject(p *pdu.PDU) error {
+	var r pdu.Reject
 	if err := r.Unmarshal(&p.BHS); err != nil {
 		return err
 	}
-	if err := s.updateSNs(OpReject, r.TargetSNs, true); err != nil {
+	if err := s.updateSNs(pdu.OpReject, r.TargetSNs, true); err != nil {
 		return err
 	}
-	if len(p.Data) < BHSLen {
-		return protoErr(OpReject, "data segment of %d bytes lacks the rejected header", len(p.Data))
+	if len(p.Data) < pdu.BHSLen {
+		return pdu.ProtocolErrorf(pdu.OpReject, "data segment of %d bytes lacks the rejected header", len(p.Data))
 	}
-	var rb BHS
-	copy(rb[:], p.Data[:BHSLen])
+	var rb pdu.BHS
+	copy(rb[:], p.Data[:pdu.BHSLen])
 	rej := &RejectError{Reason: r.Reason, Op: rb.Opcode()}
 	s.log.Warn().Str("rejected", rej.Op.String()).Str("reason", rejectReason(r.Reason)).Msg("target sent Reject")
 	itt := rb.ITT()
 	s.mu.Lock()
 	pd := s.pend[itt]
-	if pd != nil && itt != reservedTag {
+	if pd != nil && itt != pdu.ReservedTag {
 		delete(s.pend, itt)
 	}
 	s.mu.Unlock()
-	if pd != nil && itt != reservedTag {
+	if pd != nil && itt != pdu.ReservedTag {
 		pd.err = rej
 		close(pd.done)
 		return nil
@@ -623,18 +622,18 @@ func (s *Session) handleReject(p *PDU) error {
 	return nil
 }
 
-func (s *Session) handleAsync(p *PDU) error {
-	var a AsyncMessage
+func (s *Session) handleAsync(p *pdu.PDU) error {
+	var a pdu.AsyncMessage
 	if err := a.Unmarshal(&p.BHS); err != nil {
 		return err
 	}
-	if err := s.updateSNs(OpAsyncMessage, a.TargetSNs, true); err != nil {
+	if err := s.updateSNs(pdu.OpAsyncMessage, a.TargetSNs, true); err != nil {
 		return err
 	}
 	switch a.AsyncEvent {
-	case AsyncSCSIEvent:
+	case pdu.AsyncSCSIEvent:
 		s.log.Warn().Hex("sense", p.Data).Msg("target reported a SCSI asynchronous event")
-	case AsyncLogoutRequest:
+	case pdu.AsyncLogoutRequest:
 		s.log.Warn().Uint16("time2wait", a.Parameter3).Msg("target requests logout")
 		s.mu.Lock()
 		s.logoutCause = fmt.Errorf("session: %w", ErrTargetLogout)
@@ -645,9 +644,9 @@ func (s *Session) handleAsync(p *PDU) error {
 			_ = s.Logout(ctx)
 			s.fail(fmt.Errorf("session: %w", ErrTargetLogout))
 		}()
-	case AsyncDropConnection, AsyncDropAllConnections:
+	case pdu.AsyncDropConnection, pdu.AsyncDropAllConnections:
 		return fmt.Errorf("session: target dropped the connection (async event %d): %w", a.AsyncEvent, ErrTargetLogout)
-	case AsyncRenegotiate:
+	case pdu.AsyncRenegotiate:
 		s.log.Info().Msg("target asks for renegotiation; keeping the current values")
 	default:
 		s.log.Debug().Uint8("event", a.AsyncEvent).Msg("async message ignored")
@@ -688,8 +687,8 @@ func (s *Session) keepalive() {
 // Ping sends a NOP-Out and waits for the target's NOP-In.
 func (s *Session) Ping(ctx context.Context) error {
 	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
-		n := NOPOut{Immediate: true, ITT: itt, TTT: reservedTag, CmdSN: cmdSN, ExpStatSN: expStatSN}
-		return s.dm.SendPDU(NewPDU(&n, nil))
+		n := pdu.NOPOut{Immediate: true, ITT: itt, TTT: pdu.ReservedTag, CmdSN: cmdSN, ExpStatSN: expStatSN}
+		return s.dm.SendPDU(pdu.NewPDU(&n, nil))
 	})
 	if err != nil {
 		return fmt.Errorf("nop-out: %w", err)
@@ -711,12 +710,12 @@ func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 	var sent uint32
 	p, err := s.issue(ctx, true, nil, func(itt, cmdSN, expStatSN uint32) error {
 		sent = cmdSN
-		t := TaskMgmtRequest{Immediate: true, Function: fn, LUN: lun, ITT: itt, RTT: refITT,
+		t := pdu.TaskMgmtRequest{Immediate: true, Function: fn, LUN: lun, ITT: itt, RTT: refITT,
 			CmdSN: cmdSN, ExpStatSN: expStatSN, RefCmdSN: refCmdSN}
-		if fn != TMFAbortTask {
-			t.RTT = reservedTag
+		if fn != pdu.TMFAbortTask {
+			t.RTT = pdu.ReservedTag
 		}
-		return s.dm.SendPDU(NewPDU(&t, nil))
+		return s.dm.SendPDU(pdu.NewPDU(&t, nil))
 	})
 	if err != nil {
 		return sent, fmt.Errorf("task management %d: %w", fn, err)
@@ -725,12 +724,12 @@ func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 	if err != nil {
 		return sent, fmt.Errorf("task management %d: %w", fn, err)
 	}
-	var r TaskMgmtResponse
+	var r pdu.TaskMgmtResponse
 	if err := r.Unmarshal(&resp.BHS); err != nil {
 		return sent, err
 	}
 	if r.Response != 0 {
-		name, ok := tmfResponseNames[r.Response]
+		name, ok := pdu.TMFResponseName(r.Response)
 		if !ok {
 			name = fmt.Sprintf("response %d", r.Response)
 		}
@@ -742,8 +741,8 @@ func (s *Session) taskManagement(ctx context.Context, fn uint8, lun [8]byte, ref
 // Logout closes the session with a Logout Request (reason "close the session").
 func (s *Session) Logout(ctx context.Context) error {
 	p, err := s.issue(ctx, false, nil, func(itt, cmdSN, expStatSN uint32) error {
-		l := LogoutRequest{Reason: LogoutCloseSession, ITT: itt, CID: s.cfg.CID, CmdSN: cmdSN, ExpStatSN: expStatSN}
-		return s.dm.SendPDU(NewPDU(&l, nil))
+		l := pdu.LogoutRequest{Reason: pdu.LogoutCloseSession, ITT: itt, CID: s.cfg.CID, CmdSN: cmdSN, ExpStatSN: expStatSN}
+		return s.dm.SendPDU(pdu.NewPDU(&l, nil))
 	})
 	if err != nil {
 		return fmt.Errorf("logout: %w", err)
@@ -752,7 +751,7 @@ func (s *Session) Logout(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("logout: %w", err)
 	}
-	var r LogoutResponse
+	var r pdu.LogoutResponse
 	if err := r.Unmarshal(&resp.BHS); err != nil {
 		return fmt.Errorf("logout: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
@@ -34,9 +35,9 @@ func loginTo(t *testing.T, h iscsitest.Handler, mod func(*initiator.SessionConfi
 }
 
 // withLogin handles login with defaults, then calls ffp.
-func withLogin(ffp func(t *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply) iscsitest.Handler {
-	return func(t *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpLoginReq {
+func withLogin(ffp func(t *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply) iscsitest.Handler {
+	return func(t *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpLoginReq {
 			return t.Login(req, iscsitest.LoginOptions{})
 		}
 		return ffp(t, req)
@@ -57,16 +58,16 @@ func ctx5(t *testing.T) context.Context {
 
 func TestLoginAndReadWithDataIn(t *testing.T) {
 	want := bytes.Repeat([]byte("0123456789abcdef"), 64) // 1024 bytes in two Data-In
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() != initiator.OpSCSICommand {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != pdu.OpSCSICommand {
 			return tg.Good(req)
 		}
 		tg.Ack(req)
 		itt := req.BHS.ITT()
-		d1 := initiator.DataIn{ITT: itt, TTT: 0xffffffff, DataSN: 0, BufferOffset: 0}
-		d2 := initiator.DataIn{Final: true, HasStatus: true, ITT: itt, TTT: 0xffffffff, DataSN: 1,
+		d1 := pdu.DataIn{ITT: itt, TTT: 0xffffffff, DataSN: 0, BufferOffset: 0}
+		d2 := pdu.DataIn{Final: true, HasStatus: true, ITT: itt, TTT: 0xffffffff, DataSN: 1,
 			BufferOffset: 512, TargetSNs: tg.SNs(true)}
-		return []iscsitest.Reply{{PDU: initiator.NewPDU(&d1, want[:512])}, {PDU: initiator.NewPDU(&d2, want[512:])}}
+		return []iscsitest.Reply{{PDU: pdu.NewPDU(&d1, want[:512])}, {PDU: pdu.NewPDU(&d2, want[512:])}}
 	}), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -86,16 +87,16 @@ func TestWriteAnswersR2T(t *testing.T) {
 		data[i] = byte(i * 7)
 	}
 	var got bytes.Buffer
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		switch req.BHS.Opcode() {
-		case initiator.OpSCSICommand:
+		case pdu.OpSCSICommand:
 			tg.Ack(req)
 			got.Write(req.Data) // immediate data
-			r2t := initiator.R2T{ITT: req.BHS.ITT(), TTT: 0x55, TargetSNs: tg.SNs(false),
+			r2t := pdu.R2T{ITT: req.BHS.ITT(), TTT: 0x55, TargetSNs: tg.SNs(false),
 				BufferOffset: uint32(len(req.Data)), DesiredDataTransferLength: uint32(len(data) - len(req.Data))}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r2t, nil)}}
-		case initiator.OpDataOut:
-			var d initiator.DataOut
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&r2t, nil)}}
+		case pdu.OpDataOut:
+			var d pdu.DataOut
 			_ = d.Unmarshal(&req.BHS)
 			if d.TTT != 0x55 {
 				t.Errorf("Data-Out TTT %#x", d.TTT)
@@ -105,8 +106,8 @@ func TestWriteAnswersR2T(t *testing.T) {
 			}
 			got.Write(req.Data)
 			if d.Final {
-				r := initiator.SCSIResponse{ITT: d.ITT, TargetSNs: tg.SNs(true)}
-				return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, nil)}}
+				r := pdu.SCSIResponse{ITT: d.ITT, TargetSNs: tg.SNs(true)}
+				return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, nil)}}
 			}
 			return nil
 		}
@@ -125,14 +126,14 @@ func TestWriteAnswersR2T(t *testing.T) {
 }
 
 func TestLoginFailureInWords(t *testing.T) {
-	_, _, err := loginTo(t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	_, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		return tg.Login(req, iscsitest.LoginOptions{StatusClass: 2, StatusDetail: 3})
 	}, nil)
 	var le *initiator.LoginError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "target not found") {
 		t.Fatalf("err = %v", err)
 	}
-	_, _, err = loginTo(t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	_, _, err = loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		return tg.Login(req, iscsitest.LoginOptions{StatusClass: 2, StatusDetail: 1})
 	}, nil)
 	if !errors.Is(err, initiator.ErrAuthFailed) || !strings.Contains(err.Error(), "authentication failed") {
@@ -142,7 +143,7 @@ func TestLoginFailureInWords(t *testing.T) {
 
 func TestLoginRejectsIllegalAnswer(t *testing.T) {
 	// MaxBurstLength is numerical-min: answering more than offered is illegal.
-	_, _, err := loginTo(t, func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	_, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		return tg.Login(req, iscsitest.LoginOptions{Keys: []textkey.KV{{Key: "MaxBurstLength", Value: "99999999"}}})
 	}, nil)
 	if err == nil || !strings.Contains(err.Error(), "MaxBurstLength") {
@@ -163,8 +164,8 @@ func expectEnd(t *testing.T, s *initiator.Session) error {
 }
 
 func TestMalformedPDUEndsSession(t *testing.T) {
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
 			raw := make([]byte, 48)
 			raw[0] = 0x3b // not an opcode
 			return []iscsitest.Reply{{Raw: raw}}
@@ -175,7 +176,7 @@ func TestMalformedPDUEndsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = read(ctx5(t), s, 512)
-	var pe *initiator.ProtocolError
+	var pe *pdu.ProtocolError
 	if !errors.As(err, &pe) {
 		t.Fatalf("read error %v, want a protocol error", err)
 	}
@@ -185,13 +186,13 @@ func TestMalformedPDUEndsSession(t *testing.T) {
 }
 
 func TestOutOfWindowStatSN(t *testing.T) {
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
 			tg.Ack(req)
 			sn := tg.SNs(true)
 			sn.StatSN += 1 << 20
-			r := initiator.SCSIResponse{ITT: req.BHS.ITT(), TargetSNs: sn}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, nil)}}
+			r := pdu.SCSIResponse{ITT: req.BHS.ITT(), TargetSNs: sn}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, nil)}}
 		}
 		return tg.Good(req)
 	}), nil)
@@ -205,11 +206,11 @@ func TestOutOfWindowStatSN(t *testing.T) {
 
 func TestRejectFailsOnlyThatCommand(t *testing.T) {
 	var n atomic.Int32
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand && n.Add(1) == 1 {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand && n.Add(1) == 1 {
 			tg.Ack(req)
-			r := initiator.Reject{Reason: 0x05, TargetSNs: tg.SNs(true)}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, req.BHS[:])}}
+			r := pdu.Reject{Reason: 0x05, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, req.BHS[:])}}
 		}
 		return tg.Good(req)
 	}), nil)
@@ -227,10 +228,10 @@ func TestRejectFailsOnlyThatCommand(t *testing.T) {
 }
 
 func TestTargetRequestsLogout(t *testing.T) {
-	s, tg, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpNOPOut {
-			a := initiator.AsyncMessage{AsyncEvent: initiator.AsyncLogoutRequest, Parameter3: 1, TargetSNs: tg.SNs(true)}
-			return append(tg.Good(req), iscsitest.Reply{PDU: initiator.NewPDU(&a, nil)})
+	s, tg, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpNOPOut {
+			a := pdu.AsyncMessage{AsyncEvent: pdu.AsyncLogoutRequest, Parameter3: 1, TargetSNs: tg.SNs(true)}
+			return append(tg.Good(req), iscsitest.Reply{PDU: pdu.NewPDU(&a, nil)})
 		}
 		return tg.Good(req)
 	}), nil)
@@ -245,7 +246,7 @@ func TestTargetRequestsLogout(t *testing.T) {
 	}
 	var logout bool
 	for _, p := range tg.Seen() {
-		logout = logout || p.BHS.Opcode() == initiator.OpLogoutReq
+		logout = logout || p.BHS.Opcode() == pdu.OpLogoutReq
 	}
 	if !logout {
 		t.Fatal("no Logout Request sent")
@@ -253,12 +254,12 @@ func TestTargetRequestsLogout(t *testing.T) {
 }
 
 func TestDataInBeyondBufferIsProtocolError(t *testing.T) {
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
 			tg.Ack(req)
-			d := initiator.DataIn{Final: true, HasStatus: true, ITT: req.BHS.ITT(), TTT: 0xffffffff,
+			d := pdu.DataIn{Final: true, HasStatus: true, ITT: req.BHS.ITT(), TTT: 0xffffffff,
 				BufferOffset: 256, TargetSNs: tg.SNs(true)}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&d, make([]byte, 512))}}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&d, make([]byte, 512))}}
 		}
 		return tg.Good(req)
 	}), nil)
@@ -272,11 +273,11 @@ func TestDataInBeyondBufferIsProtocolError(t *testing.T) {
 
 func TestShortDataInIsAnError(t *testing.T) {
 	// GOOD status with no residual but only half the data: never zeros.
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
 			tg.Ack(req)
-			d := initiator.DataIn{Final: true, HasStatus: true, ITT: req.BHS.ITT(), TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&d, make([]byte, 512))}}
+			d := pdu.DataIn{Final: true, HasStatus: true, ITT: req.BHS.ITT(), TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&d, make([]byte, 512))}}
 		}
 		return tg.Good(req)
 	}), nil)
@@ -289,17 +290,17 @@ func TestShortDataInIsAnError(t *testing.T) {
 }
 
 func TestAnswersTargetPing(t *testing.T) {
-	got := make(chan initiator.NOPOut, 1)
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpNOPOut {
-			var n initiator.NOPOut
+	got := make(chan pdu.NOPOut, 1)
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpNOPOut {
+			var n pdu.NOPOut
 			_ = n.Unmarshal(&req.BHS)
 			if n.ITT == 0xffffffff {
 				got <- n
 				return nil
 			}
-			ping := initiator.NOPIn{ITT: 0xffffffff, TTT: 0x77, TargetSNs: tg.SNs(false)}
-			return append(tg.Good(req), iscsitest.Reply{PDU: initiator.NewPDU(&ping, nil)})
+			ping := pdu.NOPIn{ITT: 0xffffffff, TTT: 0x77, TargetSNs: tg.SNs(false)}
+			return append(tg.Good(req), iscsitest.Reply{PDU: pdu.NewPDU(&ping, nil)})
 		}
 		return tg.Good(req)
 	}), nil)
@@ -320,7 +321,7 @@ func TestAnswersTargetPing(t *testing.T) {
 }
 
 func TestKeepaliveTimeout(t *testing.T) {
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		return nil // never answers
 	}), func(c *initiator.SessionConfig) {
 		c.NOPInterval, c.NOPTimeout = 50*time.Millisecond, 100*time.Millisecond
@@ -338,8 +339,8 @@ func TestCmdSNWindowWaits(t *testing.T) {
 	// when the outstanding one completes: the second must not be sent early.
 	var inFlight, maxInFlight atomic.Int32
 	release := make(chan struct{})
-	s, tg, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand {
+	s, tg, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
 			if v := inFlight.Add(1); v > maxInFlight.Load() {
 				maxInFlight.Store(v)
 			}
@@ -375,15 +376,15 @@ func TestCmdSNWindowWaits(t *testing.T) {
 
 func TestCancelSendsAbortTask(t *testing.T) {
 	aborted := make(chan uint32, 1)
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		switch req.BHS.Opcode() {
-		case initiator.OpSCSICommand:
+		case pdu.OpSCSICommand:
 			tg.Ack(req)
 			return nil // never completes
-		case initiator.OpTaskMgmtReq:
-			var r initiator.TaskMgmtRequest
+		case pdu.OpTaskMgmtReq:
+			var r pdu.TaskMgmtRequest
 			_ = r.Unmarshal(&req.BHS)
-			if r.Function == initiator.TMFAbortTask {
+			if r.Function == pdu.TMFAbortTask {
 				aborted <- r.RTT
 			}
 		}
@@ -405,8 +406,8 @@ func TestCancelSendsAbortTask(t *testing.T) {
 }
 
 func TestCloseUnblocksWaiters(t *testing.T) {
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == initiator.OpSCSICommand {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
 			return nil
 		}
 		return tg.Good(req)
@@ -436,23 +437,23 @@ func TestTextContinuation(t *testing.T) {
 		{Key: "TargetAddress", Value: "10.0.0.1:3260,1"}, {Key: "TargetName", Value: "iqn.2026-11.test:b"}})
 	cut := 25
 	var sawContinue atomic.Bool
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() != initiator.OpTextReq {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != pdu.OpTextReq {
 			return tg.Good(req)
 		}
 		tg.Ack(req)
-		var tr initiator.TextRequest
+		var tr pdu.TextRequest
 		_ = tr.Unmarshal(&req.BHS)
 		if tr.TTT == 0xffffffff {
-			r := initiator.TextResponse{Continue: true, ITT: tr.ITT, TTT: 0x1234, TargetSNs: tg.SNs(true)}
-			return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, full[:cut])}}
+			r := pdu.TextResponse{Continue: true, ITT: tr.ITT, TTT: 0x1234, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, full[:cut])}}
 		}
 		if tr.TTT != 0x1234 || len(req.Data) != 0 {
 			t.Errorf("continuation request TTT %#x with %d bytes", tr.TTT, len(req.Data))
 		}
 		sawContinue.Store(true)
-		r := initiator.TextResponse{Final: true, ITT: tr.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
-		return []iscsitest.Reply{{PDU: initiator.NewPDU(&r, full[cut:])}}
+		r := pdu.TextResponse{Final: true, ITT: tr.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
+		return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, full[cut:])}}
 	}), nil)
 	if err != nil {
 		t.Fatal(err)

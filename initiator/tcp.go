@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
@@ -33,7 +34,7 @@ type TCPDatamover struct {
 
 	closeOnce sync.Once
 	writerOut chan struct{}
-	hdr       [BHSLen + 4]byte // reader's scratch header (+ digest)
+	hdr       [pdu.BHSLen + 4]byte // reader's scratch header (+ digest)
 }
 
 // tcpTaskState is the TCP datamover's per-task data state.
@@ -43,7 +44,7 @@ type tcpTaskState struct {
 	// so far, since DataPDUInOrder and DataSequenceInOrder are Yes (we
 	// offer Yes and both keys are ORed, so the target cannot say No).
 	nextOffset uint32
-	cmd        SCSICommand
+	cmd        pdu.SCSICommand
 }
 
 // DialTCP connects to an iSCSI portal (host:port) over TCP.
@@ -154,7 +155,7 @@ func (d *TCPDatamover) writer() {
 }
 
 // enqueueLocked frames one PDU onto the write queue. d.mu is held.
-func (d *TCPDatamover) enqueueLocked(bhs *BHS, ahs, data []byte) error {
+func (d *TCPDatamover) enqueueLocked(bhs *pdu.BHS, ahs, data []byte) error {
 	if d.werr != nil {
 		return d.werr
 	}
@@ -162,30 +163,30 @@ func (d *TCPDatamover) enqueueLocked(bhs *BHS, ahs, data []byte) error {
 	if len(ahs)%4 != 0 || len(ahs) > 255*4 {
 		return fmt.Errorf("iscsi/tcp send %s: bad AHS length %d", bhs.Opcode(), len(ahs))
 	}
-	if len(data) > maxDataSegLength {
+	if len(data) > pdu.MaxDataSegmentLength {
 		return fmt.Errorf("iscsi/tcp send %s: data segment %d too long", bhs.Opcode(), len(data))
 	}
 	bhs.SetTotalAHSLength(len(ahs))
 	bhs.SetDataSegmentLength(len(data))
-	hlen := BHSLen + len(ahs)
+	hlen := pdu.BHSLen + len(ahs)
 	if hd {
 		hlen += 4
 	}
 	h := make([]byte, hlen)
 	copy(h, bhs[:])
-	copy(h[BHSLen:], ahs)
+	copy(h[pdu.BHSLen:], ahs)
 	if hd {
-		putDigest(h[BHSLen+len(ahs):], crc32c(h[:BHSLen+len(ahs)]))
+		pdu.PutDigest(h[pdu.BHSLen+len(ahs):], pdu.CRC32C(h[:pdu.BHSLen+len(ahs)]))
 	}
 	d.queue = append(d.queue, h)
 	if len(data) > 0 {
-		pad := padLen(len(data))
+		pad := pdu.PadLen(len(data))
 		d.queue = append(d.queue, data)
 		if pad > 0 || dd {
 			tail := make([]byte, pad, pad+4)
 			if dd {
 				tail = tail[:pad+4]
-				putDigest(tail[pad:], crc32c(data, zeroPad[:pad]))
+				pdu.PutDigest(tail[pad:], pdu.CRC32C(data, zeroPad[:pad]))
 			}
 			d.queue = append(d.queue, tail)
 		}
@@ -195,14 +196,14 @@ func (d *TCPDatamover) enqueueLocked(bhs *BHS, ahs, data []byte) error {
 }
 
 // SendPDU implements Datamover.
-func (d *TCPDatamover) SendPDU(p *PDU) error {
+func (d *TCPDatamover) SendPDU(p *pdu.PDU) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.enqueueLocked(&p.BHS, p.AHS, p.Data)
 }
 
 // SendCommand implements Datamover.
-func (d *TCPDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
+func (d *TCPDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.werr != nil {
@@ -219,14 +220,14 @@ func (d *TCPDatamover) SendCommand(cmd *SCSICommand, t *Task) error {
 		unsolicited = min(len(t.Write), int(d.params.UnsolicitedLimit())) - len(imm)
 	}
 	cmd.Final = unsolicited <= 0
-	var b BHS
+	var b pdu.BHS
 	cmd.Marshal(&b)
 	if err := d.enqueueLocked(&b, nil, imm); err != nil {
 		delete(d.tasks, t.ITT)
 		return err
 	}
 	if unsolicited > 0 {
-		return d.sendDataOutLocked(t, reservedTag, uint32(len(imm)), uint32(unsolicited), cmd.ExpStatSN)
+		return d.sendDataOutLocked(t, pdu.ReservedTag, uint32(len(imm)), uint32(unsolicited), cmd.ExpStatSN)
 	}
 	return nil
 }
@@ -239,9 +240,9 @@ func (d *TCPDatamover) sendDataOutLocked(t *Task, ttt, off, n, expStatSN uint32)
 	var sn uint32
 	for off < end {
 		l := min(end-off, mrdsl)
-		do := DataOut{Final: off+l == end, LUN: t.LUN, ITT: t.ITT, TTT: ttt,
+		do := pdu.DataOut{Final: off+l == end, LUN: t.LUN, ITT: t.ITT, TTT: ttt,
 			ExpStatSN: expStatSN, DataSN: sn, BufferOffset: off}
-		var b BHS
+		var b pdu.BHS
 		do.Marshal(&b)
 		if err := d.enqueueLocked(&b, nil, t.Write[off:off+l]); err != nil {
 			return err
@@ -271,7 +272,7 @@ func (d *TCPDatamover) lookup(itt uint32) *Task {
 }
 
 // Recv implements Datamover.
-func (d *TCPDatamover) Recv() (*PDU, error) {
+func (d *TCPDatamover) Recv() (*pdu.PDU, error) {
 	for {
 		p, err := d.recvOne()
 		if err != nil || p != nil {
@@ -282,7 +283,10 @@ func (d *TCPDatamover) Recv() (*PDU, error) {
 
 var errDigest = errors.New("digest mismatch")
 
-func (d *TCPDatamover) recvOne() (*PDU, error) {
+// zeroPad is the source of the pad bytes written after a data segment.
+var zeroPad [4]byte
+
+func (d *TCPDatamover) recvOne() (*pdu.PDU, error) {
 	d.mu.Lock()
 	hd, dd, ffp := d.ffp && d.params.HeaderDigest, d.ffp && d.params.DataDigest, d.ffp
 	maxData := d.params.InitiatorMaxRecvDataSegmentLength
@@ -290,13 +294,13 @@ func (d *TCPDatamover) recvOne() (*PDU, error) {
 	if !ffp || maxData < 8192 {
 		maxData = max(maxData, 8192)
 	}
-	p := &PDU{}
+	p := &pdu.PDU{}
 	if _, err := io.ReadFull(d.r, p.BHS[:]); err != nil {
 		return nil, d.readErr("read BHS", err)
 	}
 	op := p.BHS.Opcode()
 	if !op.Known() || !op.FromTarget() {
-		return nil, protoErr(op, "unexpected opcode from target")
+		return nil, pdu.ProtocolErrorf(op, "unexpected opcode from target")
 	}
 	if n := p.BHS.TotalAHSLength(); n > 0 {
 		p.AHS = make([]byte, n)
@@ -308,25 +312,25 @@ func (d *TCPDatamover) recvOne() (*PDU, error) {
 		if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
 			return nil, d.readErr("read header digest", err)
 		}
-		if getDigest(d.hdr[:4]) != crc32c(p.BHS[:], p.AHS) {
-			return nil, protoErr(op, "header %v", errDigest)
+		if pdu.ParseDigest(d.hdr[:4]) != pdu.CRC32C(p.BHS[:], p.AHS) {
+			return nil, pdu.ProtocolErrorf(op, "header %v", errDigest)
 		}
 	}
 	dlen := p.BHS.DataSegmentLength()
 	if uint32(dlen) > maxData {
-		return nil, protoErr(op, "data segment length %d exceeds MaxRecvDataSegmentLength %d", dlen, maxData)
+		return nil, pdu.ProtocolErrorf(op, "data segment length %d exceeds MaxRecvDataSegmentLength %d", dlen, maxData)
 	}
 	switch op {
-	case OpDataIn:
+	case pdu.OpDataIn:
 		return d.recvDataIn(p, dlen, dd)
-	case OpR2T:
+	case pdu.OpR2T:
 		if dlen != 0 {
-			return nil, protoErr(op, "R2T with a data segment")
+			return nil, pdu.ProtocolErrorf(op, "R2T with a data segment")
 		}
 		return nil, d.handleR2T(p)
 	}
 	if dlen > 0 {
-		p.Data = make([]byte, dlen+padLen(dlen))
+		p.Data = make([]byte, dlen+pdu.PadLen(dlen))
 		if _, err := io.ReadFull(d.r, p.Data); err != nil {
 			return nil, d.readErr("read data segment", err)
 		}
@@ -338,15 +342,15 @@ func (d *TCPDatamover) recvOne() (*PDU, error) {
 	return p, nil
 }
 
-func (d *TCPDatamover) checkDataDigest(op Opcode, dd bool, padded []byte) error {
+func (d *TCPDatamover) checkDataDigest(op pdu.Opcode, dd bool, padded []byte) error {
 	if !dd {
 		return nil
 	}
 	if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
 		return d.readErr("read data digest", err)
 	}
-	if getDigest(d.hdr[:4]) != crc32c(padded) {
-		return protoErr(op, "data %v", errDigest)
+	if pdu.ParseDigest(d.hdr[:4]) != pdu.CRC32C(padded) {
+		return pdu.ProtocolErrorf(op, "data %v", errDigest)
 	}
 	return nil
 }
@@ -366,12 +370,12 @@ func (d *TCPDatamover) readErr(what string, err error) error {
 
 // recvDataIn places a Data-In segment in its task's buffer. It returns the
 // PDU only when it carries status.
-func (d *TCPDatamover) recvDataIn(p *PDU, dlen int, dd bool) (*PDU, error) {
-	var di DataIn
+func (d *TCPDatamover) recvDataIn(p *pdu.PDU, dlen int, dd bool) (*pdu.PDU, error) {
+	var di pdu.DataIn
 	if err := di.Unmarshal(&p.BHS); err != nil {
 		return nil, err
 	}
-	pad := padLen(dlen)
+	pad := pdu.PadLen(dlen)
 	t := d.lookup(di.ITT)
 	if t == nil {
 		// A task that was aborted or timed out: drop its data.
@@ -388,18 +392,18 @@ func (d *TCPDatamover) recvDataIn(p *PDU, dlen int, dd bool) (*PDU, error) {
 	}
 	end := uint64(di.BufferOffset) + uint64(dlen)
 	if end > uint64(len(t.Read)) {
-		return nil, protoErr(OpDataIn, "ITT 0x%x: data at offset %d length %d beyond the %d-byte read buffer",
+		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: data at offset %d length %d beyond the %d-byte read buffer",
 			di.ITT, di.BufferOffset, dlen, len(t.Read))
 	}
 	st := t.dm.(*tcpTaskState)
 	if di.DataSN != st.expDataSN {
-		return nil, protoErr(OpDataIn, "ITT 0x%x: DataSN %d, expected %d", di.ITT, di.DataSN, st.expDataSN)
+		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: DataSN %d, expected %d", di.ITT, di.DataSN, st.expDataSN)
 	}
 	if di.BufferOffset != st.nextOffset && dlen > 0 {
 		// In-order data leaves no gap and no overlap; a segment elsewhere
 		// would leave stale bytes in the buffer while the count adds up.
 		// (An empty segment, status only, places nothing.)
-		return nil, protoErr(OpDataIn, "ITT 0x%x: Data-In at offset %d, expected %d (in-order data)",
+		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: Data-In at offset %d, expected %d (in-order data)",
 			di.ITT, di.BufferOffset, st.nextOffset)
 	}
 	st.expDataSN++
@@ -429,8 +433,8 @@ func (d *TCPDatamover) recvDataIn(p *PDU, dlen int, dd bool) (*PDU, error) {
 		if _, err := io.ReadFull(d.r, d.hdr[:4]); err != nil {
 			return nil, d.readErr("read data digest", err)
 		}
-		if getDigest(d.hdr[:4]) != crc32c(buf, padb[:pad]) {
-			return nil, protoErr(OpDataIn, "data %v", errDigest)
+		if pdu.ParseDigest(d.hdr[:4]) != pdu.CRC32C(buf, padb[:pad]) {
+			return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "data %v", errDigest)
 		}
 	}
 	if di.HasStatus {
@@ -454,8 +458,8 @@ func (d *TCPDatamover) checkDataDigestDiscarded(dd bool) error {
 }
 
 // handleR2T answers an R2T with Data-Out PDUs from the task's write buffer.
-func (d *TCPDatamover) handleR2T(p *PDU) error {
-	var r R2T
+func (d *TCPDatamover) handleR2T(p *pdu.PDU) error {
+	var r pdu.R2T
 	if err := r.Unmarshal(&p.BHS); err != nil {
 		return err
 	}
@@ -467,11 +471,11 @@ func (d *TCPDatamover) handleR2T(p *PDU) error {
 	}
 	end := uint64(r.BufferOffset) + uint64(r.DesiredDataTransferLength)
 	if end > uint64(len(t.Write)) {
-		return protoErr(OpR2T, "ITT 0x%x: R2T for offset %d length %d beyond the %d-byte write buffer",
+		return pdu.ProtocolErrorf(pdu.OpR2T, "ITT 0x%x: R2T for offset %d length %d beyond the %d-byte write buffer",
 			r.ITT, r.BufferOffset, r.DesiredDataTransferLength, len(t.Write))
 	}
 	if r.DesiredDataTransferLength > d.params.MaxBurstLength {
-		return protoErr(OpR2T, "desired length %d exceeds MaxBurstLength %d",
+		return pdu.ProtocolErrorf(pdu.OpR2T, "desired length %d exceeds MaxBurstLength %d",
 			r.DesiredDataTransferLength, d.params.MaxBurstLength)
 	}
 	st := t.dm.(*tcpTaskState)

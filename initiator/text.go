@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
@@ -14,12 +15,12 @@ const maxTextResponse = 1 << 20
 // following C-bit continuations, and returns the target's keys in order.
 func (s *Session) Text(ctx context.Context, kvs []textkey.KV) ([]textkey.KV, error) {
 	data := textkey.Encode(kvs)
-	ttt := reservedTag
+	ttt := pdu.ReservedTag
 	var all []byte
 	for {
 		p, err := s.issue(ctx, false, nil, func(itt, cmdSN, expStatSN uint32) error {
-			t := TextRequest{Final: true, ITT: itt, TTT: ttt, CmdSN: cmdSN, ExpStatSN: expStatSN}
-			return s.dm.SendPDU(NewPDU(&t, data))
+			t := pdu.TextRequest{Final: true, ITT: itt, TTT: ttt, CmdSN: cmdSN, ExpStatSN: expStatSN}
+			return s.dm.SendPDU(pdu.NewPDU(&t, data))
 		})
 		if err != nil {
 			return nil, fmt.Errorf("text request: %w", err)
@@ -28,13 +29,13 @@ func (s *Session) Text(ctx context.Context, kvs []textkey.KV) ([]textkey.KV, err
 		if err != nil {
 			return nil, fmt.Errorf("text request: %w", err)
 		}
-		var r TextResponse
+		var r pdu.TextResponse
 		if err := r.Unmarshal(&resp.BHS); err != nil {
 			return nil, fmt.Errorf("text request: %w", err)
 		}
 		all = append(all, resp.Data...)
 		if len(all) > maxTextResponse {
-			return nil, fmt.Errorf("text request: %w", protoErr(OpTextResp, "response exceeds %d bytes", maxTextResponse))
+			return nil, fmt.Errorf("text request: %w", pdu.ProtocolErrorf(pdu.OpTextResp, "response exceeds %d bytes", maxTextResponse))
 		}
 		if r.Final {
 			kv, err := textkey.Parse(all)
@@ -46,10 +47,10 @@ func (s *Session) Text(ctx context.Context, kvs []textkey.KV) ([]textkey.KV, err
 		if !r.Continue {
 			// F=0, C=0: the target expects us to go on negotiating, which
 			// a SendTargets-only initiator does not; ask for the end.
-			return nil, fmt.Errorf("text request: %w", protoErr(OpTextResp, "target left the exchange open without continuation"))
+			return nil, fmt.Errorf("text request: %w", pdu.ProtocolErrorf(pdu.OpTextResp, "target left the exchange open without continuation"))
 		}
-		if r.TTT == reservedTag {
-			return nil, fmt.Errorf("text request: %w", protoErr(OpTextResp, "continuation without a target transfer tag"))
+		if r.TTT == pdu.ReservedTag {
+			return nil, fmt.Errorf("text request: %w", pdu.ProtocolErrorf(pdu.OpTextResp, "continuation without a target transfer tag"))
 		}
 		ttt, data = r.TTT, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
 	"github.com/iser-attach/iser-attach/initiator/isertest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // cmdTimeout is the test-shortened command timeout.
@@ -25,20 +26,20 @@ type pduLog struct {
 	seen map[int][]string
 }
 
-func (l *pduLog) add(conn int, req *initiator.PDU) {
+func (l *pduLog) add(conn int, req *pdu.PDU) {
 	var s string
 	switch req.BHS.Opcode() {
-	case initiator.OpSCSICommand:
-		var c initiator.SCSICommand
+	case pdu.OpSCSICommand:
+		var c pdu.SCSICommand
 		_ = c.Unmarshal(&req.BHS)
 		s = fmt.Sprintf("scsi itt=%d cmdsn=%d", c.ITT, c.CmdSN)
-	case initiator.OpTaskMgmtReq:
-		var r initiator.TaskMgmtRequest
+	case pdu.OpTaskMgmtReq:
+		var r pdu.TaskMgmtRequest
 		_ = r.Unmarshal(&req.BHS)
 		switch r.Function {
-		case initiator.TMFAbortTask:
+		case pdu.TMFAbortTask:
 			s = fmt.Sprintf("abort rtt=%d refcmdsn=%d", r.RTT, r.RefCmdSN)
-		case initiator.TMFLogicalUnitReset:
+		case pdu.TMFLogicalUnitReset:
 			s = "lu-reset"
 		default:
 			s = fmt.Sprintf("tmf %d", r.Function)
@@ -75,11 +76,11 @@ func withCommandTimeout(c *initiator.NexusConfig) {
 // reissued on a reinstated session, where it succeeds.
 func TestNexusDroppedCommandEscalatesToSessionDrop(t *testing.T) {
 	var log pduLog
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			log.add(n, req)
 			op := req.BHS.Opcode()
-			if n == 0 && (op == initiator.OpSCSICommand || op == initiator.OpTaskMgmtReq) {
+			if n == 0 && (op == pdu.OpSCSICommand || op == pdu.OpTaskMgmtReq) {
 				tg.Ack(req)
 				return nil
 			}
@@ -120,10 +121,10 @@ func TestNexusAbortedCommandIsReissued(t *testing.T) {
 	var log pduLog
 	var mu sync.Mutex
 	swallowed := false
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			log.add(n, req)
-			if req.BHS.Opcode() == initiator.OpSCSICommand {
+			if req.BHS.Opcode() == pdu.OpSCSICommand {
 				mu.Lock()
 				first := !swallowed
 				swallowed = true
@@ -154,9 +155,9 @@ func TestNexusAbortedCommandIsReissued(t *testing.T) {
 // commands and task management requests; the command ends with EIO after
 // a bounded number of attempts, each ending in a session drop.
 func TestNexusCommandThatAlwaysTimesOutGetsEIO(t *testing.T) {
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
-			if op := req.BHS.Opcode(); op == initiator.OpSCSICommand || op == initiator.OpTaskMgmtReq {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+			if op := req.BHS.Opcode(); op == pdu.OpSCSICommand || op == pdu.OpTaskMgmtReq {
 				tg.Ack(req)
 				return nil
 			}
@@ -179,8 +180,8 @@ func TestNexusCommandThatAlwaysTimesOutGetsEIO(t *testing.T) {
 // timeout the session is dropped and the command runs on the next one.
 func TestNexusClosedWindowLeadsToRecovery(t *testing.T) {
 	var log pduLog
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			log.add(n, req)
 			return tg.Good(req)
 		}
@@ -211,11 +212,11 @@ func TestNexusLUNResetEndsEveryTaskOnTheLUN(t *testing.T) {
 	var log pduLog
 	var mu sync.Mutex
 	commands := 0
-	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *initiator.PDU) []iscsitest.Reply {
-		return func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			log.add(n, req)
 			switch req.BHS.Opcode() {
-			case initiator.OpSCSICommand:
+			case pdu.OpSCSICommand:
 				mu.Lock()
 				commands++
 				swallow := commands <= 2
@@ -224,12 +225,12 @@ func TestNexusLUNResetEndsEveryTaskOnTheLUN(t *testing.T) {
 					tg.Ack(req)
 					return nil
 				}
-			case initiator.OpTaskMgmtReq:
-				var r initiator.TaskMgmtRequest
+			case pdu.OpTaskMgmtReq:
+				var r pdu.TaskMgmtRequest
 				_ = r.Unmarshal(&req.BHS)
-				if r.Function == initiator.TMFAbortTask {
-					resp := initiator.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-					return []iscsitest.Reply{{PDU: initiator.NewPDU(&resp, nil)}}
+				if r.Function == pdu.TMFAbortTask {
+					resp := pdu.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
+					return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil)}}
 				}
 			}
 			return tg.Good(req)
@@ -279,9 +280,9 @@ func TestNexusLUNResetEndsEveryTaskOnTheLUN(t *testing.T) {
 // caller's error once the connection is torn down.
 func TestCancelledCommandWhoseAbortFailsDropsTheSession(t *testing.T) {
 	var log pduLog
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *initiator.PDU) []iscsitest.Reply {
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 		log.add(0, req)
-		if op := req.BHS.Opcode(); op == initiator.OpSCSICommand || op == initiator.OpTaskMgmtReq {
+		if op := req.BHS.Opcode(); op == pdu.OpSCSICommand || op == pdu.OpTaskMgmtReq {
 			tg.Ack(req)
 			return nil
 		}

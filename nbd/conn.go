@@ -23,6 +23,7 @@ type conn struct {
 	srv *Server
 	nc  net.Conn
 	log zerolog.Logger
+	sc  stallConn // nc as br and bw see it: re-arms IOTimeout on progress
 	br  *bufio.Reader
 	bw  *bufio.Writer
 
@@ -60,10 +61,11 @@ func newConn(s *Server, parent context.Context, nc net.Conn) *conn {
 		srv:    s,
 		nc:     nc,
 		log:    s.log.With().Str("remote", nc.RemoteAddr().String()).Logger(),
-		br:     bufio.NewReaderSize(nc, 64<<10),
-		bw:     bufio.NewWriterSize(nc, 64<<10),
 		stopCh: make(chan struct{}),
 	}
+	c.sc.c = c
+	c.br = bufio.NewReaderSize(&c.sc, 64<<10)
+	c.bw = bufio.NewWriterSize(&c.sc, 64<<10)
 	c.ctx, c.cancel = context.WithCancel(parent)
 	c.unhook = context.AfterFunc(c.ctx, c.hardStop)
 	return c
@@ -91,14 +93,79 @@ func (c *conn) hardStop() {
 	c.nc.SetWriteDeadline(time.Now().Add(closeWriteGrace))
 }
 
-// armWrite gives the next reply IOTimeout to reach the socket, unless
-// hardStop already set its shorter grace.
+// armWrite gives the next piece of reply data IOTimeout to reach the
+// socket, unless hardStop already set its shorter grace, which then bounds
+// all that is left to write.
 func (c *conn) armWrite() {
 	c.wdMu.Lock()
 	defer c.wdMu.Unlock()
 	if !c.hard {
 		c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.IOTimeout))
 	}
+}
+
+// writeChunk is the most reply data written under one write deadline. A
+// client must take this much within IOTimeout to count as making progress
+// (about 4.4 KB/s with the default 30 s): small enough that only a stalled
+// client is dropped, large enough that the extra write calls cost nothing
+// next to the copying.
+const writeChunk = 128 << 10
+
+// stallConn is the socket as the connection's bufio reader and writer see
+// it. In the transmission phase it makes Options.IOTimeout bound a stall
+// rather than a whole transfer: every socket read of a WRITE payload, and
+// every write of at most writeChunk reply bytes, gets a fresh deadline. A
+// slow client that keeps making progress is served however long a 32 MiB
+// payload or reply takes; one that stops for IOTimeout is dropped. It is
+// part of conn, so it costs no allocation per request.
+type stallConn struct {
+	c *conn
+	// inPayload is set while readPayload reads a payload, armed once a read
+	// has set a read deadline that readPayload must clear. Both belong to
+	// the reader goroutine, the only one that reads.
+	inPayload, armed bool
+	// paced is set by the writer goroutine when it starts; from then on it
+	// is the only one that writes. Handshake writes, before, keep the
+	// handshake deadline.
+	paced bool
+}
+
+// Read reads from the socket; in a payload it first gives the read
+// IOTimeout.
+func (s *stallConn) Read(p []byte) (int, error) {
+	c := s.c
+	if s.inPayload {
+		c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IOTimeout))
+		s.armed = true
+		// The flag is checked after the deadline is set, so a concurrent
+		// stopReading (flag, then past deadline) is never overridden
+		// unseen by this re-arm.
+		if c.stopping.Load() {
+			return 0, errStopped
+		}
+	}
+	return c.nc.Read(p)
+}
+
+// Write writes p to the socket; once the writer runs, in pieces of at most
+// writeChunk, each with its own write deadline.
+func (s *stallConn) Write(p []byte) (int, error) {
+	c := s.c
+	if !s.paced {
+		return c.nc.Write(p)
+	}
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), writeChunk)
+		c.armWrite()
+		m, err := c.nc.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // serve runs the connection to its end and closes the socket.

@@ -63,8 +63,10 @@
 // closes any further one at once (one warning each). The handshake must end
 // within Options.HandshakeTimeout. In the transmission phase an idle
 // connection may wait for ever, but once a WRITE header has arrived its
-// payload must follow within Options.IOTimeout, and each reply must be
-// taken by the client within it; otherwise the connection is closed. With
+// payload must keep arriving with no pause as long as Options.IOTimeout,
+// and the client must keep taking replies (128 KiB per IOTimeout at
+// least); a slow client that keeps making progress is not dropped, one
+// that stalls is closed. With
 // payload bytes bounded server-wide, the memory held for requests never
 // exceeds MaxInFlightBytes however many clients send large headers.
 //

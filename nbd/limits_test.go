@@ -193,7 +193,7 @@ func TestPayloadDeadline(t *testing.T) {
 	c.expectClosed()
 	t.Logf("stalled client dropped after %v", time.Since(start))
 	waitFor(t, "the stalled request's bytes to be released", func() bool { return s.bytes.stats().held == 0 })
-	if !strings.Contains(logs.String(), "not received within") {
+	if !strings.Contains(logs.String(), "nothing received for") {
 		t.Fatalf("no log line names the payload deadline:\n%s", logs.String())
 	}
 

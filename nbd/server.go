@@ -40,11 +40,13 @@ type Options struct {
 	MaxConns int
 	// HandshakeTimeout bounds option haggling. Default 30s.
 	HandshakeTimeout time.Duration
-	// IOTimeout bounds how long one request's data may take to cross the
-	// socket in the transmission phase: a WRITE payload must arrive within
-	// it once its header has, and a reply must be taken by the client
-	// within it. A connection that misses it is closed. Idle connections
-	// (between requests) have no deadline. Default 30s.
+	// IOTimeout bounds how long a client may stall in the transmission
+	// phase: once a WRITE header has arrived, the payload must keep
+	// arriving with no pause of IOTimeout or more, and the client must keep
+	// taking replies (at least 128 KiB per IOTimeout). A slow client that
+	// keeps making progress is served however long a transfer takes; a
+	// connection that stalls is closed. Idle connections (between
+	// requests) have no deadline. Default 30s.
 	IOTimeout time.Duration
 	// Logger receives connection events and backend errors. The zero
 	// Logger discards everything.

@@ -137,19 +137,23 @@ func (c *conn) accept(req request) error {
 	return nil
 }
 
-// readPayload runs read, which consumes req's payload, under a read
-// deadline of IOTimeout: a client that announced a payload must send it.
+// readPayload runs read, which consumes req's payload, with IOTimeout as
+// the longest the client may pause while sending it: every socket read in
+// the payload gets a fresh deadline (stallConn.Read). A client that
+// announced a payload must keep sending it; a slow one is not dropped.
 func (c *conn) readPayload(req request, read func() error) error {
-	c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IOTimeout))
-	// The flag is checked after the deadline is set, so a concurrent
-	// stopReading (flag, then past deadline) is never overridden unseen.
 	if c.stopping.Load() {
 		return errStopped
 	}
+	c.sc.inPayload = true
 	err := read()
-	c.nc.SetReadDeadline(time.Time{}) // readRequests checks the flag next
+	c.sc.inPayload = false
+	if c.sc.armed {
+		c.sc.armed = false
+		c.nc.SetReadDeadline(time.Time{}) // readRequests checks the flag next
+	}
 	if err != nil && !c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
-		return fmt.Errorf("payload of %d bytes (handle %d) not received within %v: %w",
+		return fmt.Errorf("payload of %d bytes (handle %d) stalled: nothing received for %v: %w",
 			req.Length, req.Handle, c.srv.opts.IOTimeout, err)
 	}
 	return err
@@ -244,16 +248,17 @@ func (c *conn) execute(req request, buf *[]byte) error {
 
 // writeReplies is the writer loop: the only goroutine that writes to the
 // socket in the transmission phase. It batches replies in the bufio.Writer
-// and flushes whenever the queue is empty. Each reply must reach the socket
-// within IOTimeout (armWrite). After a write error it keeps
+// and flushes whenever the queue is empty. The client must keep taking the
+// replies: each writeChunk of them must reach the socket within IOTimeout
+// (stallConn.Write). After a write error it keeps
 // draining the queue (recycling buffers, returning budget) so workers never
 // block, and stops the reader.
 func (c *conn) writeReplies() error {
 	var werr error
 	var hdr [replyHeaderLen]byte
+	c.sc.paced = true // this goroutine is now the only writer
 	for r := range c.replies {
 		if werr == nil {
-			c.armWrite()
 			putSimpleReply(hdr[:], r.errno, r.handle)
 			_, werr = c.bw.Write(hdr[:])
 			if werr == nil && r.errno == 0 && len(r.data) > 0 {
@@ -264,7 +269,8 @@ func (c *conn) writeReplies() error {
 			}
 			if werr != nil {
 				if errors.Is(werr, os.ErrDeadlineExceeded) && !c.stopping.Load() {
-					werr = fmt.Errorf("client did not take a reply within %v: %w", c.srv.opts.IOTimeout, werr)
+					werr = fmt.Errorf("client stopped taking replies: under %d KiB taken in %v: %w",
+						writeChunk>>10, c.srv.opts.IOTimeout, werr)
 				}
 				werr = fmt.Errorf("write reply: %w", werr)
 				c.stopReading()

@@ -70,6 +70,9 @@ type Config struct {
 	Queues, NBDConnections int
 	// InitiatorName overrides the host's initiator IQN when not empty.
 	InitiatorName string
+	// MetricsListen, when not empty, serves Prometheus metrics at
+	// /metrics: tcp:HOST:PORT or unix:PATH, as serve's --listen.
+	MetricsListen string
 }
 
 // ConfigError is a problem in a configuration file. Line is 1-based, or 0
@@ -163,6 +166,7 @@ var configKeys = map[string]configKey{
 	"queues":              {set: func(c *Config, v string) error { return setInt(&c.Queues, v, 1, 4096) }},
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
+	"metrics_listen":      {set: setMetricsListen},
 }
 
 // ParseConfig reads the configuration file of volume name; path only
@@ -477,6 +481,7 @@ func (c *Config) Marshal() []byte {
 	num("queues", c.Queues, d.Queues)
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
 	str("initiator_name", c.InitiatorName, "")
+	str("metrics_listen", c.MetricsListen, "")
 	return b.Bytes()
 }
 

@@ -50,7 +50,7 @@ type Status struct {
 
 // Request is one control request (a JSON line).
 type Request struct {
-	Op    string `json:"op"` // "status" or "detach"
+	Op    string `json:"op"` // "status", "stats" or "detach"
 	Force bool   `json:"force,omitempty"`
 }
 
@@ -59,6 +59,7 @@ type Response struct {
 	OK     bool    `json:"ok"`
 	Error  string  `json:"error,omitempty"`
 	Status *Status `json:"status,omitempty"`
+	Stats  *Stats  `json:"stats,omitempty"`
 }
 
 // Controller is what a control socket drives.
@@ -175,6 +176,12 @@ func (s *ControlServer) handle(conn net.Conn) {
 		case "status":
 			st := s.c.Status()
 			resp.OK, resp.Status = true, &st
+		case "stats":
+			if st, err := stats(s.c); err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.OK, resp.Stats = true, st
+			}
 		case "detach":
 			_ = conn.SetReadDeadline(time.Time{})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -3,9 +3,9 @@ package volume
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/iser-attach/iser-attach/metrics"
 	"github.com/iser-attach/iser-attach/nbd"
 )
 
@@ -13,7 +13,7 @@ import (
 // same contract as an NBD export's.
 type Backend = nbd.Backend
 
-// Counters are a volume's I/O totals.
+// Counters are a volume's I/O totals (list, status).
 type Counters struct {
 	Reads      uint64  `json:"reads"`
 	Writes     uint64  `json:"writes"`
@@ -26,11 +26,13 @@ type Counters struct {
 	IOPS       float64 `json:"iops"` // over the last second
 }
 
-// Counting wraps a Backend and counts what passes through. It is safe for
-// concurrent use. Close stops its IOPS sampler.
+// Counting wraps a Backend and counts what passes through in a
+// metrics.IO: per op, completed I/Os, bytes (a discard's or write-zeroes'
+// range counts as its bytes), errors and latency, with atomic adds only.
+// It is safe for concurrent use. Close stops its IOPS sampler.
 type Counting struct {
 	Backend
-	reads, writes, rbytes, wbytes, flushes, discards, zeroes, errs atomic.Uint64
+	io metrics.IO
 
 	mu       sync.Mutex
 	lastOps  uint64
@@ -48,8 +50,18 @@ func NewCounting(b Backend) *Counting {
 	return c
 }
 
-func (c *Counting) ops() uint64 {
-	return c.reads.Load() + c.writes.Load() + c.flushes.Load() + c.discards.Load() + c.zeroes.Load()
+// IO is the counters, for a metrics.Collector.
+func (c *Counting) IO() *metrics.IO { return &c.io }
+
+// Snapshot reads the counters.
+func (c *Counting) Snapshot() metrics.Snapshot { return c.io.Snapshot() }
+
+func totalOps(s metrics.Snapshot) uint64 {
+	var n uint64
+	for _, st := range s.Ops {
+		n += st.Count
+	}
+	return n
 }
 
 func (c *Counting) sample() {
@@ -61,7 +73,7 @@ func (c *Counting) sample() {
 		case <-c.stop:
 			return
 		case now := <-t.C:
-			ops := c.ops()
+			ops := totalOps(c.io.Snapshot())
 			c.mu.Lock()
 			if d := now.Sub(c.lastTime).Seconds(); d > 0 {
 				c.iops = float64(ops-c.lastOps) / d
@@ -78,46 +90,58 @@ func (c *Counting) Close() error {
 	return nil
 }
 
-// Counters returns the totals.
+// Counters returns the totals of completed I/Os.
 func (c *Counting) Counters() Counters {
 	c.mu.Lock()
 	iops := c.iops
 	c.mu.Unlock()
-	return Counters{Reads: c.reads.Load(), Writes: c.writes.Load(), ReadBytes: c.rbytes.Load(),
-		WriteBytes: c.wbytes.Load(), Flushes: c.flushes.Load(), Discards: c.discards.Load(),
-		Zeroes: c.zeroes.Load(), Errors: c.errs.Load(), IOPS: iops}
+	s := c.io.Snapshot()
+	k := Counters{Reads: s.Op(metrics.OpRead).Count, Writes: s.Op(metrics.OpWrite).Count,
+		ReadBytes: s.Op(metrics.OpRead).Bytes, WriteBytes: s.Op(metrics.OpWrite).Bytes,
+		Flushes: s.Op(metrics.OpFlush).Count, Discards: s.Op(metrics.OpDiscard).Count,
+		Zeroes: s.Op(metrics.OpWriteZeroes).Count, IOPS: iops}
+	for _, st := range s.Ops {
+		k.Errors += st.Errors
+	}
+	return k
 }
 
-func (c *Counting) count(err error) error {
-	if err != nil {
-		c.errs.Add(1)
-	}
+// ReadAt reads from the backend and counts a read.
+func (c *Counting) ReadAt(ctx context.Context, p []byte, off int64) error {
+	start := c.io.Begin()
+	err := c.Backend.ReadAt(ctx, p, off)
+	c.io.End(metrics.OpRead, len(p), start, err)
 	return err
 }
 
-func (c *Counting) ReadAt(ctx context.Context, p []byte, off int64) error {
-	c.reads.Add(1)
-	c.rbytes.Add(uint64(len(p)))
-	return c.count(c.Backend.ReadAt(ctx, p, off))
-}
-
+// WriteAt writes to the backend and counts a write.
 func (c *Counting) WriteAt(ctx context.Context, p []byte, off int64, fua bool) error {
-	c.writes.Add(1)
-	c.wbytes.Add(uint64(len(p)))
-	return c.count(c.Backend.WriteAt(ctx, p, off, fua))
+	start := c.io.Begin()
+	err := c.Backend.WriteAt(ctx, p, off, fua)
+	c.io.End(metrics.OpWrite, len(p), start, err)
+	return err
 }
 
+// Flush flushes the backend and counts a flush.
 func (c *Counting) Flush(ctx context.Context) error {
-	c.flushes.Add(1)
-	return c.count(c.Backend.Flush(ctx))
+	start := c.io.Begin()
+	err := c.Backend.Flush(ctx)
+	c.io.End(metrics.OpFlush, 0, start, err)
+	return err
 }
 
+// Trim discards a range of the backend and counts a discard.
 func (c *Counting) Trim(ctx context.Context, off, length int64) error {
-	c.discards.Add(1)
-	return c.count(c.Backend.Trim(ctx, off, length))
+	start := c.io.Begin()
+	err := c.Backend.Trim(ctx, off, length)
+	c.io.End(metrics.OpDiscard, int(length), start, err)
+	return err
 }
 
+// WriteZeroes zeroes a range of the backend and counts a write-zeroes.
 func (c *Counting) WriteZeroes(ctx context.Context, off, length int64, mayUnmap, fua bool) error {
-	c.zeroes.Add(1)
-	return c.count(c.Backend.WriteZeroes(ctx, off, length, mayUnmap, fua))
+	start := c.io.Begin()
+	err := c.Backend.WriteZeroes(ctx, off, length, mayUnmap, fua)
+	c.io.End(metrics.OpWriteZeroes, int(length), start, err)
+	return err
 }

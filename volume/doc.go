@@ -1,7 +1,10 @@
 // Package volume holds what an attached volume needs besides the iSCSI
-// session and the block frontend: I/O counters around the block backend,
-// the per-volume control socket under /run/iser-attach that carries detach,
-// list and status, and the checks detach makes (is the device mounted?).
+// session and the block frontend: I/O counters around the block backend
+// (Counting, a metrics.IO: per-op counts, bytes, errors, latency
+// histogram), the per-volume control socket under /run/iser-attach that
+// carries detach, list, status and stats (the counters and histogram for
+// `iser-attach stats`), and the checks detach makes (is the device
+// mounted?).
 //
 // Configured volumes have one file each, NAME.conf in ConfigDir
 // (/etc/iser-attach/volumes, or $ISER_ATTACH_CONFIG_DIR): key = value lines

@@ -32,6 +32,7 @@ type attachSpec struct {
 	Frontend       string
 	Queues         int // ublk hardware queues
 	NBDConnections int // nbd sockets per device
+	MetricsListen  string
 }
 
 // frontendFunc creates a block device serving b (the LUN, counted).
@@ -54,6 +55,7 @@ func attachCommand() *cli.Command {
 			&cli.BoolFlag{Name: "daemon", Usage: "detach into the background once the device is ready"},
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "ublk: hardware queues"},
 			&cli.IntFlag{Name: "nbd-connections", Value: 4, Usage: "nbd: sockets per device"},
+			metricsListenFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			sp, err := attachSpecFrom(c)
@@ -96,7 +98,7 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		return nil, err
 	}
 	sp := &attachSpec{lunSpec: *lsp, Frontend: c.String("frontend"), Queues: c.Int("queues"),
-		NBDConnections: c.Int("nbd-connections")}
+		NBDConnections: c.Int("nbd-connections"), MetricsListen: c.String("metrics-listen")}
 	sp.Volume = c.String("name")
 	if sp.Volume == "" {
 		sp.Volume = sp.defaultName()
@@ -254,6 +256,11 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	if err := volume.CheckSocket(ctx, name); err != nil {
 		return err
 	}
+	me, err := listenMetrics(sp.MetricsListen)
+	if err != nil {
+		return err
+	}
+	defer me.Close()
 	l, err := openLUNRetrying(ctx, sp)
 	if err != nil {
 		return err
@@ -261,6 +268,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	defer l.Close()
 	counting := volume.NewCounting(l.LUN)
 	defer counting.Close()
+	me.add(name, l, counting.IO())
 	dev, err := frontends[sp.Frontend](ctx, sp, counting, l)
 	if err != nil {
 		return fmt.Errorf("attach %s: %w", name, err)

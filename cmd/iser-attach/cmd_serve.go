@@ -30,6 +30,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-in-flight", Value: 128, Usage: "NBD requests in flight per connection"},
 			&cli.IntFlag{Name: "max-connections", Value: 64, Usage: "NBD connections served at once; more are closed at once"},
 			&cli.IntFlag{Name: "max-in-flight-mib", Value: 64, Usage: "MiB of request payloads held at once over all connections (at least 32)"},
+			metricsListenFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if err := checkListen(c.StringSlice("listen"), c.Bool("allow-remote")); err != nil {
@@ -40,11 +41,19 @@ func serveCommand() *cli.Command {
 			}
 			ctx, stop := signalContext(c)
 			defer stop()
+			me, err := listenMetrics(c.String("metrics-listen"))
+			if err != nil {
+				return err
+			}
+			defer me.Close()
 			l, err := openLUNFromFlags(ctx, c)
 			if err != nil {
 				return err
 			}
-			return endServe(l, serveLUN(ctx, c, l))
+			counting := volume.NewCounting(l.LUN)
+			defer counting.Close()
+			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO())
+			return endServe(l, serveLUN(ctx, c, l, counting))
 		},
 	}
 }
@@ -64,12 +73,11 @@ func checkListen(specs []string, allowRemote bool) error {
 	return nil
 }
 
-// serveLUN serves l over NBD until ctx ends (nil) or serving fails. While
-// it serves, a control socket answers status requests (iser-attach list).
-func serveLUN(ctx context.Context, c *cli.Context, l *lunConn) error {
+// serveLUN serves l, through counting (l.LUN counted), over NBD until ctx
+// ends (nil) or serving fails. While it serves, a control socket answers
+// status requests (iser-attach list).
+func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.Counting) error {
 	info := l.Info()
-	counting := volume.NewCounting(l.LUN)
-	defer counting.Close()
 	srv, err := nbd.NewServer([]nbd.Export{{
 		Name:        c.String("export-name"),
 		Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),

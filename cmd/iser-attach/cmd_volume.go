@@ -78,6 +78,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues"},
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
+		metricsListenFlag(),
 		&cli.BoolFlag{Name: "force", Usage: "overwrite an existing file"},
 	}
 }
@@ -106,6 +107,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg.CommandTimeout = c.Duration("command-timeout")
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
+	cfg.MetricsListen = c.String("metrics-listen")
 	if err := checkVolumeFlags(&cfg); err != nil {
 		return fmt.Errorf("volume add %s: %w", name, err)
 	}

@@ -64,6 +64,7 @@ func newApp() *cli.App {
 			attachCommand(),
 			detachCommand(),
 			listCommand(),
+			statsCommand(),
 			volumeCommand(),
 			rdmaCommand(),
 			versionCommand(),

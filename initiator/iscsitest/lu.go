@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 )
 
 // LU is a minimal SCSI block device behind a Handler, enough for OpenLUN
@@ -56,12 +56,12 @@ func (l *LU) ModeSenses() int {
 }
 
 // Handle answers req: SCSI Commands as the LU, everything else as Good.
-func (l *LU) Handle(t *Target, req *initiator.PDU) []Reply {
-	if req.BHS.Opcode() != initiator.OpSCSICommand {
+func (l *LU) Handle(t *Target, req *pdu.PDU) []Reply {
+	if req.BHS.Opcode() != pdu.OpSCSICommand {
 		return t.Good(req)
 	}
 	t.Ack(req)
-	var c initiator.SCSICommand
+	var c pdu.SCSICommand
 	_ = c.Unmarshal(&req.BHS)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -109,16 +109,16 @@ func (l *LU) Handle(t *Target, req *initiator.PDU) []Reply {
 	}
 	l.ops = append(l.ops, op)
 	if !c.Read {
-		r := initiator.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
-		return []Reply{{PDU: initiator.NewPDU(&r, nil)}}
+		r := pdu.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
+		return []Reply{{PDU: pdu.NewPDU(&r, nil)}}
 	}
-	d := initiator.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
+	d := pdu.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
 	if want := int(c.ExpectedDataTransferLength); len(data) > want {
 		data = data[:want]
 	} else if len(data) < want {
 		d.Underflow, d.ResidualCount = true, uint32(want-len(data))
 	}
-	return []Reply{{PDU: initiator.NewPDU(&d, data)}}
+	return []Reply{{PDU: pdu.NewPDU(&d, data)}}
 }
 
 // modeData is the mode parameter header and the caching page.
@@ -142,11 +142,11 @@ func (l *LU) modeData(ten bool) []byte {
 }
 
 // check answers CHECK CONDITION with fixed-format sense.
-func (l *LU) check(t *Target, c *initiator.SCSICommand, key, asc, ascq byte) []Reply {
+func (l *LU) check(t *Target, c *pdu.SCSICommand, key, asc, ascq byte) []Reply {
 	sense := make([]byte, 20)
 	binary.BigEndian.PutUint16(sense, 18)
 	s := sense[2:]
 	s[0], s[2], s[7], s[12], s[13] = 0x70, key, 10, asc, ascq
-	r := initiator.SCSIResponse{ITT: c.ITT, Status: 2, TargetSNs: t.SNs(true)}
-	return []Reply{{PDU: initiator.NewPDU(&r, sense)}}
+	r := pdu.SCSIResponse{ITT: c.ITT, Status: 2, TargetSNs: t.SNs(true)}
+	return []Reply{{PDU: pdu.NewPDU(&r, sense)}}
 }

@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 )
 
 // Handler answers one request. It returns the PDUs to send back, in order;
 // Raw PDUs are written as given (for malformed headers).
-type Handler func(t *Target, req *initiator.PDU) []Reply
+type Handler func(t *Target, req *pdu.PDU) []Reply
 
 // Reply is one PDU to send, or raw bytes.
 type Reply struct {
-	PDU *initiator.PDU
+	PDU *pdu.PDU
 	Raw []byte
 	// Close closes the connection after this reply.
 	Close bool
@@ -41,7 +41,7 @@ type Target struct {
 	MaxCmdSN uint32
 	// Window is MaxCmdSN - ExpCmdSN + 1 advertised in replies (default 32).
 	Window   uint32
-	Requests []*initiator.PDU // everything received, in order
+	Requests []*pdu.PDU // everything received, in order
 
 	done chan struct{}
 }
@@ -93,18 +93,18 @@ func (t *Target) loop() {
 }
 
 // Seen returns the requests received so far.
-func (t *Target) Seen() []*initiator.PDU {
+func (t *Target) Seen() []*pdu.PDU {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]*initiator.PDU(nil), t.Requests...)
+	return append([]*pdu.PDU(nil), t.Requests...)
 }
 
 // SNs returns the sequence numbers for a reply that consumes a StatSN,
 // acknowledging the request's CmdSN when cmdSN is non-nil.
-func (t *Target) SNs(advance bool) initiator.TargetSNs {
+func (t *Target) SNs(advance bool) pdu.TargetSNs {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := initiator.TargetSNs{StatSN: t.StatSN, ExpCmdSN: t.ExpCmdSN, MaxCmdSN: t.ExpCmdSN + t.Window - 1}
+	s := pdu.TargetSNs{StatSN: t.StatSN, ExpCmdSN: t.ExpCmdSN, MaxCmdSN: t.ExpCmdSN + t.Window - 1}
 	if advance {
 		t.StatSN++
 	}
@@ -112,7 +112,7 @@ func (t *Target) SNs(advance bool) initiator.TargetSNs {
 }
 
 // Ack records a non-immediate request's CmdSN as received.
-func (t *Target) Ack(req *initiator.PDU) {
+func (t *Target) Ack(req *pdu.PDU) {
 	if req.BHS.Immediate() {
 		return
 	}
@@ -125,8 +125,8 @@ func (t *Target) Ack(req *initiator.PDU) {
 }
 
 // ReadPDU reads one PDU (no digests).
-func ReadPDU(r io.Reader) (*initiator.PDU, error) {
-	p := &initiator.PDU{}
+func ReadPDU(r io.Reader) (*pdu.PDU, error) {
+	p := &pdu.PDU{}
 	if _, err := io.ReadFull(r, p.BHS[:]); err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func ReadPDU(r io.Reader) (*initiator.PDU, error) {
 }
 
 // WritePDU writes one PDU with padding (no digests).
-func WritePDU(w io.Writer, p *initiator.PDU) error {
+func WritePDU(w io.Writer, p *pdu.PDU) error {
 	p.BHS.SetDataSegmentLength(len(p.Data))
 	p.BHS.SetTotalAHSLength(len(p.AHS))
 	buf := append(append(append([]byte{}, p.BHS[:]...), p.AHS...), p.Data...)
@@ -168,11 +168,11 @@ type LoginOptions struct {
 
 // Login answers Login Requests: one exchange per stage, moving to full
 // feature phase when asked. It returns nil for other PDUs.
-func (t *Target) Login(req *initiator.PDU, o LoginOptions) []Reply {
-	if req.BHS.Opcode() != initiator.OpLoginReq {
+func (t *Target) Login(req *pdu.PDU, o LoginOptions) []Reply {
+	if req.BHS.Opcode() != pdu.OpLoginReq {
 		return nil
 	}
-	var lr initiator.LoginRequest
+	var lr pdu.LoginRequest
 	if err := lr.Unmarshal(&req.BHS); err != nil {
 		t.tb.Errorf("iscsitest: %v", err)
 		return nil
@@ -182,17 +182,17 @@ func (t *Target) Login(req *initiator.PDU, o LoginOptions) []Reply {
 		t.ExpCmdSN = lr.CmdSN
 	}
 	t.mu.Unlock()
-	resp := initiator.LoginResponse{Transit: lr.Transit, CSG: lr.CSG, NSG: lr.NSG, ISID: lr.ISID,
+	resp := pdu.LoginResponse{Transit: lr.Transit, CSG: lr.CSG, NSG: lr.NSG, ISID: lr.ISID,
 		TSIH: 0x42, ITT: lr.ITT, TargetSNs: t.SNs(true),
 		StatusClass: o.StatusClass, StatusDetail: o.StatusDetail}
 	var out []textkey.KV
 	kvs, _ := textkey.Parse(req.Data)
-	if lr.CSG == initiator.StageSecurity {
+	if lr.CSG == pdu.StageSecurity {
 		if _, ok := textkey.Get(kvs, "AuthMethod"); ok {
 			out = append(out, textkey.KV{Key: "AuthMethod", Value: "None"})
 		}
 		out = append(out, textkey.KV{Key: "TargetPortalGroupTag", Value: "1"})
-	} else if lr.CSG == initiator.StageOperational {
+	} else if lr.CSG == pdu.StageOperational {
 		if o.Keys != nil {
 			out = o.Keys
 		} else {
@@ -205,7 +205,7 @@ func (t *Target) Login(req *initiator.PDU, o LoginOptions) []Reply {
 			}
 		}
 	}
-	return []Reply{{PDU: initiator.NewPDU(&resp, textkey.Encode(out))}}
+	return []Reply{{PDU: pdu.NewPDU(&resp, textkey.Encode(out))}}
 }
 
 func indexComma(s string) int {
@@ -221,43 +221,43 @@ func indexComma(s string) int {
 var ErrUnexpected = errors.New("iscsitest: unexpected request")
 
 // Unexpected fails the test for a request the handler did not expect.
-func (t *Target) Unexpected(req *initiator.PDU) []Reply {
+func (t *Target) Unexpected(req *pdu.PDU) []Reply {
 	t.tb.Errorf("%v: %s", ErrUnexpected, req.BHS.Opcode())
 	return nil
 }
 
 // Good answers a SCSI Command with GOOD status and no data, or a NOP-Out
 // ping with a NOP-In, or a Logout with a Logout Response.
-func (t *Target) Good(req *initiator.PDU) []Reply {
+func (t *Target) Good(req *pdu.PDU) []Reply {
 	t.Ack(req)
 	switch req.BHS.Opcode() {
-	case initiator.OpSCSICommand:
-		var c initiator.SCSICommand
+	case pdu.OpSCSICommand:
+		var c pdu.SCSICommand
 		_ = c.Unmarshal(&req.BHS)
-		r := initiator.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
+		r := pdu.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
 		if c.Read {
 			r.Underflow, r.ResidualCount = true, c.ExpectedDataTransferLength
 		}
-		return []Reply{{PDU: initiator.NewPDU(&r, nil)}}
-	case initiator.OpNOPOut:
-		var n initiator.NOPOut
+		return []Reply{{PDU: pdu.NewPDU(&r, nil)}}
+	case pdu.OpNOPOut:
+		var n pdu.NOPOut
 		_ = n.Unmarshal(&req.BHS)
 		if n.ITT == 0xffffffff {
 			return nil
 		}
-		r := initiator.NOPIn{ITT: n.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
-		return []Reply{{PDU: initiator.NewPDU(&r, req.Data)}}
-	case initiator.OpLogoutReq:
-		r := initiator.LogoutResponse{ITT: req.BHS.ITT(), TargetSNs: t.SNs(true)}
-		return []Reply{{PDU: initiator.NewPDU(&r, nil), Close: true}}
-	case initiator.OpTaskMgmtReq:
-		r := initiator.TaskMgmtResponse{ITT: req.BHS.ITT(), TargetSNs: t.SNs(true)}
-		return []Reply{{PDU: initiator.NewPDU(&r, nil)}}
+		r := pdu.NOPIn{ITT: n.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
+		return []Reply{{PDU: pdu.NewPDU(&r, req.Data)}}
+	case pdu.OpLogoutReq:
+		r := pdu.LogoutResponse{ITT: req.BHS.ITT(), TargetSNs: t.SNs(true)}
+		return []Reply{{PDU: pdu.NewPDU(&r, nil), Close: true}}
+	case pdu.OpTaskMgmtReq:
+		r := pdu.TaskMgmtResponse{ITT: req.BHS.ITT(), TargetSNs: t.SNs(true)}
+		return []Reply{{PDU: pdu.NewPDU(&r, nil)}}
 	}
 	return t.Unexpected(req)
 }
 
 // String describes a PDU for test messages.
-func String(p *initiator.PDU) string {
+func String(p *pdu.PDU) string {
 	return fmt.Sprintf("%s itt=%#x dlen=%d", p.BHS.Opcode(), p.BHS.ITT(), len(p.Data))
 }

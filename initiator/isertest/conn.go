@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 	"github.com/iser-attach/iser-attach/rdma"
 )
@@ -345,18 +346,18 @@ func (t *Target) RejectCommands(n int, reason uint8) {
 // Disk returns the RAM disk.
 func (t *Target) Disk() []byte { return t.disk }
 
-func (t *Target) reply(h interface{ Marshal(*initiator.BHS) }, data []byte) {
-	var b initiator.BHS
+func (t *Target) reply(h interface{ Marshal(*pdu.BHS) }, data []byte) {
+	var b pdu.BHS
 	h.Marshal(&b)
 	b.SetDataSegmentLength(len(data))
-	msg := make([]byte, initiator.ISERHeaderLen, initiator.ISERHeaderLen+48+len(data))
-	(&initiator.ISERHeader{Flags: initiator.ISERFlagControl}).Marshal(msg)
+	msg := make([]byte, pdu.ISERHeaderLen, pdu.ISERHeaderLen+48+len(data))
+	(&pdu.ISERHeader{Flags: pdu.ISERFlagControl}).Marshal(msg)
 	msg = append(append(msg, b[:]...), data...)
 	t.c.deliver(msg)
 }
 
-func (t *Target) sns() initiator.TargetSNs {
-	s := initiator.TargetSNs{StatSN: t.statSN, ExpCmdSN: t.expCmd, MaxCmdSN: t.expCmd + 63}
+func (t *Target) sns() pdu.TargetSNs {
+	s := pdu.TargetSNs{StatSN: t.statSN, ExpCmdSN: t.expCmd, MaxCmdSN: t.expCmd + 63}
 	t.statSN++
 	return s
 }
@@ -366,14 +367,14 @@ var errBad = errors.New("bad request")
 func (t *Target) handle(msg []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var h initiator.ISERHeader
+	var h pdu.ISERHeader
 	if len(msg) < 76 || h.Unmarshal(msg) != nil {
 		t.c.mu.Lock()
 		t.c.violate("malformed SEND of %d bytes", len(msg))
 		t.c.mu.Unlock()
 		return
 	}
-	var b initiator.BHS
+	var b pdu.BHS
 	copy(b[:], msg[28:76])
 	data := msg[76:]
 	if len(data) != b.DataSegmentLength() {
@@ -386,25 +387,25 @@ func (t *Target) handle(msg []byte) {
 		t.expCmd = binary.BigEndian.Uint32(b[24:28]) + 1
 	}
 	switch b.Opcode() {
-	case initiator.OpLoginReq:
+	case pdu.OpLoginReq:
 		t.login(&b, data)
-	case initiator.OpSCSICommand:
+	case pdu.OpSCSICommand:
 		if t.rejects > 0 {
 			t.rejects--
-			t.reply(&initiator.Reject{Reason: t.rejectReason, TargetSNs: t.sns()}, b[:])
+			t.reply(&pdu.Reject{Reason: t.rejectReason, TargetSNs: t.sns()}, b[:])
 			return
 		}
 		t.scsi(&h, &b, data)
-	case initiator.OpNOPOut:
-		var n initiator.NOPOut
+	case pdu.OpNOPOut:
+		var n pdu.NOPOut
 		_ = n.Unmarshal(&b)
 		if n.ITT != 0xffffffff {
-			t.reply(&initiator.NOPIn{ITT: n.ITT, TTT: 0xffffffff, TargetSNs: t.sns()}, nil)
+			t.reply(&pdu.NOPIn{ITT: n.ITT, TTT: 0xffffffff, TargetSNs: t.sns()}, nil)
 		}
-	case initiator.OpLogoutReq:
-		t.reply(&initiator.LogoutResponse{ITT: b.ITT(), TargetSNs: t.sns()}, nil)
-	case initiator.OpTaskMgmtReq:
-		t.reply(&initiator.TaskMgmtResponse{ITT: b.ITT(), TargetSNs: t.sns()}, nil)
+	case pdu.OpLogoutReq:
+		t.reply(&pdu.LogoutResponse{ITT: b.ITT(), TargetSNs: t.sns()}, nil)
+	case pdu.OpTaskMgmtReq:
+		t.reply(&pdu.TaskMgmtResponse{ITT: b.ITT(), TargetSNs: t.sns()}, nil)
 	default:
 		t.c.mu.Lock()
 		t.c.violate("initiator sent %s over iSER", b.Opcode())
@@ -412,8 +413,8 @@ func (t *Target) handle(msg []byte) {
 	}
 }
 
-func (t *Target) login(b *initiator.BHS, data []byte) {
-	var lr initiator.LoginRequest
+func (t *Target) login(b *pdu.BHS, data []byte) {
+	var lr pdu.LoginRequest
 	_ = lr.Unmarshal(b)
 	if t.expCmd == 0 {
 		t.expCmd = lr.CmdSN
@@ -440,12 +441,12 @@ func (t *Target) login(b *initiator.BHS, data []byte) {
 			out = append(out, textkey.KV{Key: kv.Key, Value: v})
 		}
 	}
-	t.reply(&initiator.LoginResponse{Transit: lr.Transit, CSG: lr.CSG, NSG: lr.NSG, ISID: lr.ISID,
+	t.reply(&pdu.LoginResponse{Transit: lr.Transit, CSG: lr.CSG, NSG: lr.NSG, ISID: lr.ISID,
 		TSIH: 7, ITT: lr.ITT, TargetSNs: t.sns()}, textkey.Encode(out))
 }
 
-func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
-	var cmd initiator.SCSICommand
+func (t *Target) scsi(h *pdu.ISERHeader, b *pdu.BHS, imm []byte) {
+	var cmd pdu.SCSICommand
 	_ = cmd.Unmarshal(b)
 	if t.swallow > 0 {
 		t.swallow--
@@ -453,7 +454,7 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 	}
 	t.Commands++
 	t.Immediate += len(imm)
-	resp := initiator.SCSIResponse{ITT: cmd.ITT}
+	resp := pdu.SCSIResponse{ITT: cmd.ITT}
 	lba, blocks, write, ok := decodeRW(cmd.CDB[:])
 	n := int(cmd.ExpectedDataTransferLength)
 	off := int(lba) * 512
@@ -465,14 +466,14 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 		return
 	}
 	if write {
-		if h.Flags&initiator.ISERFlagRSV != 0 || len(imm) > n {
+		if h.Flags&pdu.ISERFlagRSV != 0 || len(imm) > n {
 			t.c.mu.Lock()
 			t.c.violate("write with read STag or too much immediate data")
 			t.c.mu.Unlock()
 		}
 		copy(t.disk[off:], imm)
 		if rest := n - len(imm); rest > 0 {
-			if h.Flags&initiator.ISERFlagWSV == 0 {
+			if h.Flags&pdu.ISERFlagWSV == 0 {
 				t.c.mu.Lock()
 				t.c.violate("write of %d bytes beyond immediate data without a write STag", rest)
 				t.c.mu.Unlock()
@@ -485,7 +486,7 @@ func (t *Target) scsi(h *initiator.ISERHeader, b *initiator.BHS, imm []byte) {
 			copy(t.disk[off+len(imm):], src)
 		}
 	} else {
-		if h.Flags&initiator.ISERFlagRSV == 0 {
+		if h.Flags&pdu.ISERFlagRSV == 0 {
 			t.c.mu.Lock()
 			t.c.violate("read without a read STag")
 			t.c.mu.Unlock()
@@ -519,7 +520,7 @@ func decodeRW(cdb []byte) (lba uint64, blocks int, write, ok bool) {
 
 // trickleRead RDMA-WRITEs src piece by piece (SetTrickle); false when the
 // connection refused a piece.
-func (t *Target) trickleRead(h *initiator.ISERHeader, src []byte) bool {
+func (t *Target) trickleRead(h *pdu.ISERHeader, src []byte) bool {
 	for o := 0; o < len(src); o += 4096 {
 		time.Sleep(t.trickle)
 		l := min(4096, len(src)-o)

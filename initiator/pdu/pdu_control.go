@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 // Control PDUs: NOP-Out/NOP-In, Task Management, Logout, Reject, Async
 // Message and SNACK (RFC 7143 sections 11.5, 11.6, 11.14 to 11.19).
@@ -11,6 +11,8 @@ type NOPOut struct {
 	CmdSN, ExpStatSN uint32
 }
 
+// Marshal encodes the NOP-Out into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (n *NOPOut) Marshal(b *BHS) {
 	b.reset(OpNOPOut, n.Immediate)
 	b[1] = 0x80
@@ -21,6 +23,7 @@ func (n *NOPOut) Marshal(b *BHS) {
 	b.put32(28, n.ExpStatSN)
 }
 
+// Unmarshal decodes a NOP-Out BHS. Another opcode is a *ProtocolError.
 func (n *NOPOut) Unmarshal(b *BHS) error {
 	if err := b.expect(OpNOPOut); err != nil {
 		return err
@@ -37,6 +40,8 @@ type NOPIn struct {
 	TargetSNs
 }
 
+// Marshal encodes the NOP-In into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (n *NOPIn) Marshal(b *BHS) {
 	b.reset(OpNOPIn, false)
 	b[1] = 0x80
@@ -46,6 +51,7 @@ func (n *NOPIn) Marshal(b *BHS) {
 	n.TargetSNs.marshal(b)
 }
 
+// Unmarshal decodes a NOP-In BHS. Another opcode is a *ProtocolError.
 func (n *NOPIn) Unmarshal(b *BHS) error {
 	if err := b.expect(OpNOPIn); err != nil {
 		return err
@@ -80,6 +86,8 @@ type TaskMgmtRequest struct {
 	ExpDataSN        uint32
 }
 
+// Marshal encodes the Task Management Function Request into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (t *TaskMgmtRequest) Marshal(b *BHS) {
 	b.reset(OpTaskMgmtReq, t.Immediate)
 	b[1] = 0x80 | t.Function&0x7f
@@ -92,6 +100,8 @@ func (t *TaskMgmtRequest) Marshal(b *BHS) {
 	b.put32(36, t.ExpDataSN)
 }
 
+// Unmarshal decodes a Task Management Function Request BHS. Another opcode is
+// a *ProtocolError.
 func (t *TaskMgmtRequest) Unmarshal(b *BHS) error {
 	if err := b.expect(OpTaskMgmtReq); err != nil {
 		return err
@@ -110,6 +120,13 @@ var tmfResponseNames = map[uint8]string{
 	255: "function rejected",
 }
 
+// TMFResponseName returns the RFC 7143 name of a Task Management Function
+// Response code, and whether the code is one RFC 7143 defines.
+func TMFResponseName(r uint8) (string, bool) {
+	name, ok := tmfResponseNames[r]
+	return name, ok
+}
+
 // TaskMgmtResponse is the Task Management Function Response BHS (opcode 0x22).
 type TaskMgmtResponse struct {
 	Response uint8
@@ -117,6 +134,8 @@ type TaskMgmtResponse struct {
 	TargetSNs
 }
 
+// Marshal encodes the Task Management Function Response into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (t *TaskMgmtResponse) Marshal(b *BHS) {
 	b.reset(OpTaskMgmtResp, false)
 	b[1] = 0x80
@@ -125,6 +144,8 @@ func (t *TaskMgmtResponse) Marshal(b *BHS) {
 	t.TargetSNs.marshal(b)
 }
 
+// Unmarshal decodes a Task Management Function Response BHS. Another opcode
+// is a *ProtocolError.
 func (t *TaskMgmtResponse) Unmarshal(b *BHS) error {
 	if err := b.expect(OpTaskMgmtResp); err != nil {
 		return err
@@ -150,6 +171,8 @@ type LogoutRequest struct {
 	CmdSN, ExpStatSN uint32
 }
 
+// Marshal encodes the Logout Request into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (l *LogoutRequest) Marshal(b *BHS) {
 	b.reset(OpLogoutReq, l.Immediate)
 	b[1] = 0x80 | l.Reason&0x7f
@@ -159,6 +182,7 @@ func (l *LogoutRequest) Marshal(b *BHS) {
 	b.put32(28, l.ExpStatSN)
 }
 
+// Unmarshal decodes a Logout Request BHS. Another opcode is a *ProtocolError.
 func (l *LogoutRequest) Unmarshal(b *BHS) error {
 	if err := b.expect(OpLogoutReq); err != nil {
 		return err
@@ -176,6 +200,8 @@ type LogoutResponse struct {
 	Time2Wait, Time2Retain uint16
 }
 
+// Marshal encodes the Logout Response into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (l *LogoutResponse) Marshal(b *BHS) {
 	b.reset(OpLogoutResp, false)
 	b[1] = 0x80
@@ -186,6 +212,7 @@ func (l *LogoutResponse) Marshal(b *BHS) {
 	b.put16(42, l.Time2Retain)
 }
 
+// Unmarshal decodes a Logout Response BHS. Another opcode is a *ProtocolError.
 func (l *LogoutResponse) Unmarshal(b *BHS) error {
 	if err := b.expect(OpLogoutResp); err != nil {
 		return err
@@ -203,6 +230,13 @@ var rejectReasonNames = map[uint8]string{
 	0x0a: "long operation reject: out of resources", 0x0b: "deprecated", 0x0c: "waiting for logout",
 }
 
+// RejectReasonName returns the RFC 7143 name of a Reject reason code, and
+// whether the code is one RFC 7143 defines.
+func RejectReasonName(r uint8) (string, bool) {
+	name, ok := rejectReasonNames[r]
+	return name, ok
+}
+
 // Reject is the Reject BHS (opcode 0x3f). Its data segment holds the
 // rejected PDU's header.
 type Reject struct {
@@ -211,15 +245,18 @@ type Reject struct {
 	DataSN uint32
 }
 
+// Marshal encodes the Reject into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (r *Reject) Marshal(b *BHS) {
 	b.reset(OpReject, false)
 	b[1] = 0x80
 	b[2] = r.Reason
-	b.put32(16, reservedTag)
+	b.put32(16, ReservedTag)
 	r.TargetSNs.marshal(b)
 	b.put32(36, r.DataSN)
 }
 
+// Unmarshal decodes a Reject BHS. Another opcode is a *ProtocolError.
 func (r *Reject) Unmarshal(b *BHS) error {
 	if err := b.expect(OpReject); err != nil {
 		return err
@@ -247,11 +284,13 @@ type AsyncMessage struct {
 	Parameter1, Parameter2, Parameter3 uint16
 }
 
+// Marshal encodes the Asynchronous Message into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (a *AsyncMessage) Marshal(b *BHS) {
 	b.reset(OpAsyncMessage, false)
 	b[1] = 0x80
 	b.setLUN(a.LUN)
-	b.put32(16, reservedTag)
+	b.put32(16, ReservedTag)
 	a.TargetSNs.marshal(b)
 	b[36], b[37] = a.AsyncEvent, a.AsyncVCode
 	b.put16(38, a.Parameter1)
@@ -259,6 +298,8 @@ func (a *AsyncMessage) Marshal(b *BHS) {
 	b.put16(42, a.Parameter3)
 }
 
+// Unmarshal decodes a Asynchronous Message BHS. Another opcode is a
+// *ProtocolError.
 func (a *AsyncMessage) Unmarshal(b *BHS) error {
 	if err := b.expect(OpAsyncMessage); err != nil {
 		return err
@@ -280,6 +321,8 @@ type SNACKRequest struct {
 	BegRun, RunLength uint32
 }
 
+// Marshal encodes the SNACK Request into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (s *SNACKRequest) Marshal(b *BHS) {
 	b.reset(OpSNACKReq, false)
 	b[1] = 0x80 | s.Type&0x0f
@@ -291,6 +334,7 @@ func (s *SNACKRequest) Marshal(b *BHS) {
 	b.put32(44, s.RunLength)
 }
 
+// Unmarshal decodes a SNACK Request BHS. Another opcode is a *ProtocolError.
 func (s *SNACKRequest) Unmarshal(b *BHS) error {
 	if err := b.expect(OpSNACKReq); err != nil {
 		return err

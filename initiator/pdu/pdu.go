@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 import (
 	"encoding/binary"
@@ -22,8 +22,8 @@ func NewPDU(h interface{ Marshal(*BHS) }, data []byte) *PDU {
 	return p
 }
 
-// padLen returns the padding that brings n to a multiple of 4.
-func padLen(n int) int { return (4 - n&3) & 3 }
+// PadLen returns the padding that brings n to a multiple of 4.
+func PadLen(n int) int { return (4 - n&3) & 3 }
 
 // AHS types (RFC 7143 section 11.2.2).
 const (
@@ -38,7 +38,7 @@ func ExtendedCDBAHS(cdb []byte) []byte {
 	}
 	rest := cdb[16:]
 	n := 4 + len(rest)
-	out := make([]byte, n+padLen(n))
+	out := make([]byte, n+PadLen(n))
 	binary.BigEndian.PutUint16(out, uint16(len(rest)+1))
 	out[2] = AHSExtendedCDB
 	copy(out[4:], rest)
@@ -72,7 +72,7 @@ func ParseAHS(raw []byte) ([]AHSSegment, error) {
 			return nil, fmt.Errorf("parse AHS: zero AHSLength")
 		}
 		total := 3 + l
-		total += padLen(total)
+		total += PadLen(total)
 		if total > len(raw) {
 			return nil, fmt.Errorf("parse AHS: AHSLength %d overruns %d bytes", l, len(raw))
 		}

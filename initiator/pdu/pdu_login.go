@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 // Login and Text PDUs (RFC 7143 sections 11.10 to 11.13).
 
@@ -24,6 +24,8 @@ type LoginRequest struct {
 	CmdSN, ExpStatSN       uint32
 }
 
+// Marshal encodes the Login Request into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (l *LoginRequest) Marshal(b *BHS) {
 	b.reset(OpLoginReq, true)
 	b[1] = (l.CSG&3)<<2 | l.NSG&3
@@ -42,6 +44,7 @@ func (l *LoginRequest) Marshal(b *BHS) {
 	b.put32(28, l.ExpStatSN)
 }
 
+// Unmarshal decodes a Login Request BHS. Another opcode is a *ProtocolError.
 func (l *LoginRequest) Unmarshal(b *BHS) error {
 	if err := b.expect(OpLoginReq); err != nil {
 		return err
@@ -65,6 +68,8 @@ type LoginResponse struct {
 	StatusClass, StatusDetail uint8
 }
 
+// Marshal encodes the Login Response into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (l *LoginResponse) Marshal(b *BHS) {
 	b.reset(OpLoginResp, false)
 	b[1] = (l.CSG&3)<<2 | l.NSG&3
@@ -82,6 +87,8 @@ func (l *LoginResponse) Marshal(b *BHS) {
 	b[36], b[37] = l.StatusClass, l.StatusDetail
 }
 
+// Unmarshal decodes a Login Response BHS. Another opcode is a *ProtocolError.
+// So is a header with both T and C bits set or the reserved stage 2.
 func (l *LoginResponse) Unmarshal(b *BHS) error {
 	if err := b.expect(OpLoginResp); err != nil {
 		return err
@@ -92,10 +99,10 @@ func (l *LoginResponse) Unmarshal(b *BHS) error {
 	copy(l.ISID[:], b[8:14])
 	l.TargetSNs.unmarshal(b)
 	if l.Transit && l.Continue {
-		return protoErr(OpLoginResp, "both T and C bits set")
+		return ProtocolErrorf(OpLoginResp, "both T and C bits set")
 	}
 	if l.CSG == 2 || (l.Transit && l.NSG == 2) {
-		return protoErr(OpLoginResp, "reserved stage 2")
+		return ProtocolErrorf(OpLoginResp, "reserved stage 2")
 	}
 	return nil
 }
@@ -109,6 +116,8 @@ type TextRequest struct {
 	CmdSN, ExpStatSN uint32
 }
 
+// Marshal encodes the Text Request into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (t *TextRequest) Marshal(b *BHS) {
 	b.reset(OpTextReq, t.Immediate)
 	if t.Final {
@@ -124,6 +133,7 @@ func (t *TextRequest) Marshal(b *BHS) {
 	b.put32(28, t.ExpStatSN)
 }
 
+// Unmarshal decodes a Text Request BHS. Another opcode is a *ProtocolError.
 func (t *TextRequest) Unmarshal(b *BHS) error {
 	if err := b.expect(OpTextReq); err != nil {
 		return err
@@ -141,6 +151,8 @@ type TextResponse struct {
 	TargetSNs
 }
 
+// Marshal encodes the Text Response into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (t *TextResponse) Marshal(b *BHS) {
 	b.reset(OpTextResp, false)
 	if t.Final {
@@ -155,6 +167,8 @@ func (t *TextResponse) Marshal(b *BHS) {
 	t.TargetSNs.marshal(b)
 }
 
+// Unmarshal decodes a Text Response BHS. Another opcode is a *ProtocolError.
+// So is a header with both F and C bits set.
 func (t *TextResponse) Unmarshal(b *BHS) error {
 	if err := b.expect(OpTextResp); err != nil {
 		return err
@@ -163,7 +177,7 @@ func (t *TextResponse) Unmarshal(b *BHS) error {
 		ITT: b.ITT(), TTT: b.u32(20)}
 	t.TargetSNs.unmarshal(b)
 	if t.Final && t.Continue {
-		return protoErr(OpTextResp, "both F and C bits set")
+		return ProtocolErrorf(OpTextResp, "both F and C bits set")
 	}
 	return nil
 }

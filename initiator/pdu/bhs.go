@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 import (
 	"encoding/binary"
@@ -17,30 +17,36 @@ type Opcode uint8
 
 // Initiator and target opcodes.
 const (
-	OpNOPOut         Opcode = 0x00
-	OpSCSICommand    Opcode = 0x01
-	OpTaskMgmtReq    Opcode = 0x02
-	OpLoginReq       Opcode = 0x03
-	OpTextReq        Opcode = 0x04
-	OpDataOut        Opcode = 0x05
-	OpLogoutReq      Opcode = 0x06
-	OpSNACKReq       Opcode = 0x10
-	OpNOPIn          Opcode = 0x20
-	OpSCSIResponse   Opcode = 0x21
-	OpTaskMgmtResp   Opcode = 0x22
-	OpLoginResp      Opcode = 0x23
-	OpTextResp       Opcode = 0x24
-	OpDataIn         Opcode = 0x25
-	OpLogoutResp     Opcode = 0x26
-	OpR2T            Opcode = 0x31
-	OpAsyncMessage   Opcode = 0x32
-	OpReject         Opcode = 0x3f
-	opcodeMask              = 0x3f
-	flagImmediate           = 0x40
-	flagFinal               = 0x80
-	reservedTag      uint32 = 0xffffffff
-	maxDataSegLength        = 1<<24 - 1
+	OpNOPOut       Opcode = 0x00
+	OpSCSICommand  Opcode = 0x01
+	OpTaskMgmtReq  Opcode = 0x02
+	OpLoginReq     Opcode = 0x03
+	OpTextReq      Opcode = 0x04
+	OpDataOut      Opcode = 0x05
+	OpLogoutReq    Opcode = 0x06
+	OpSNACKReq     Opcode = 0x10
+	OpNOPIn        Opcode = 0x20
+	OpSCSIResponse Opcode = 0x21
+	OpTaskMgmtResp Opcode = 0x22
+	OpLoginResp    Opcode = 0x23
+	OpTextResp     Opcode = 0x24
+	OpDataIn       Opcode = 0x25
+	OpLogoutResp   Opcode = 0x26
+	OpR2T          Opcode = 0x31
+	OpAsyncMessage Opcode = 0x32
+	OpReject       Opcode = 0x3f
+	opcodeMask            = 0x3f
+	flagImmediate         = 0x40
+	flagFinal             = 0x80
 )
+
+// ReservedTag is the reserved tag value 0xffffffff: an ITT or TTT that
+// names no task or transfer (RFC 7143).
+const ReservedTag uint32 = 0xffffffff
+
+// MaxDataSegmentLength is the largest data segment the 24-bit
+// DataSegmentLength field of the BHS can describe.
+const MaxDataSegmentLength = 1<<24 - 1
 
 var opcodeNames = map[Opcode]string{
 	OpNOPOut: "NOP-Out", OpSCSICommand: "SCSI Command", OpTaskMgmtReq: "Task Management Request",
@@ -52,6 +58,7 @@ var opcodeNames = map[Opcode]string{
 	OpReject: "Reject",
 }
 
+// String returns the opcode's RFC 7143 name, or its hex value if unknown.
 func (o Opcode) String() string {
 	if n, ok := opcodeNames[o]; ok {
 		return n
@@ -117,17 +124,20 @@ type ProtocolError struct {
 	Reason string
 }
 
+// Error names the opcode and the rule the PDU broke.
 func (e *ProtocolError) Error() string {
 	return fmt.Sprintf("iscsi protocol error in %s: %s", e.Op, e.Reason)
 }
 
-func protoErr(op Opcode, format string, args ...any) error {
+// ProtocolErrorf returns a *ProtocolError for opcode op, its reason
+// formatted as by fmt.Sprintf.
+func ProtocolErrorf(op Opcode, format string, args ...any) error {
 	return &ProtocolError{Op: op, Reason: fmt.Sprintf(format, args...)}
 }
 
 func (b *BHS) expect(op Opcode) error {
 	if got := b.Opcode(); got != op {
-		return protoErr(got, "expected %s", op)
+		return ProtocolErrorf(got, "expected %s", op)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func TestBHSRoundTrip(t *testing.T) {
 			func() header { return &SCSICommand{} }, OpSCSICommand},
 		{"scsi response", &SCSIResponse{Underflow: true, Status: 2, ITT: 7, TargetSNs: TargetSNs{1, 2, 3},
 			ExpDataSN: 4, ResidualCount: 512}, func() header { return &SCSIResponse{} }, OpSCSIResponse},
-		{"data-in", &DataIn{Final: true, HasStatus: true, Status: 0, LUN: lun, ITT: 5, TTT: reservedTag,
+		{"data-in", &DataIn{Final: true, HasStatus: true, Status: 0, LUN: lun, ITT: 5, TTT: ReservedTag,
 			TargetSNs: TargetSNs{4, 5, 6}, DataSN: 2, BufferOffset: 8192}, func() header { return &DataIn{} }, OpDataIn},
 		{"data-out", &DataOut{Final: true, LUN: lun, ITT: 5, TTT: 99, ExpStatSN: 3, DataSN: 1, BufferOffset: 8192},
 			func() header { return &DataOut{} }, OpDataOut},
@@ -36,13 +36,13 @@ func TestBHSRoundTrip(t *testing.T) {
 			TSIH: 0, ITT: 0, CID: 1, CmdSN: 1, ExpStatSN: 2}, func() header { return &LoginRequest{} }, OpLoginReq},
 		{"login response", &LoginResponse{Transit: true, CSG: 1, NSG: 3, ISID: ISID{0x80, 1, 2, 3, 4, 5},
 			TSIH: 0x100, TargetSNs: TargetSNs{1, 1, 64}}, func() header { return &LoginResponse{} }, OpLoginResp},
-		{"text request", &TextRequest{Final: true, ITT: 3, TTT: reservedTag, CmdSN: 4, ExpStatSN: 5},
+		{"text request", &TextRequest{Final: true, ITT: 3, TTT: ReservedTag, CmdSN: 4, ExpStatSN: 5},
 			func() header { return &TextRequest{} }, OpTextReq},
 		{"text response", &TextResponse{Continue: true, ITT: 3, TTT: 77, TargetSNs: TargetSNs{5, 5, 6}},
 			func() header { return &TextResponse{} }, OpTextResp},
-		{"nop-out", &NOPOut{Immediate: true, ITT: 8, TTT: reservedTag, CmdSN: 4, ExpStatSN: 5},
+		{"nop-out", &NOPOut{Immediate: true, ITT: 8, TTT: ReservedTag, CmdSN: 4, ExpStatSN: 5},
 			func() header { return &NOPOut{} }, OpNOPOut},
-		{"nop-in", &NOPIn{ITT: reservedTag, TTT: 3, TargetSNs: TargetSNs{5, 5, 6}},
+		{"nop-in", &NOPIn{ITT: ReservedTag, TTT: 3, TargetSNs: TargetSNs{5, 5, 6}},
 			func() header { return &NOPIn{} }, OpNOPIn},
 		{"tmf request", &TaskMgmtRequest{Immediate: true, Function: TMFAbortTask, LUN: lun, ITT: 9, RTT: 7,
 			CmdSN: 4, ExpStatSN: 5, RefCmdSN: 3}, func() header { return &TaskMgmtRequest{} }, OpTaskMgmtReq},
@@ -110,7 +110,7 @@ func TestUnmarshalRejectsBadHeaders(t *testing.T) {
 		{"data-in S without F", func() BHS { var b BHS; b[0] = byte(OpDataIn); b[1] = 0x01; return b }, &DataIn{}},
 		{"r2t reserved TTT", func() BHS {
 			var b BHS
-			(&R2T{TTT: reservedTag, DesiredDataTransferLength: 1}).Marshal(&b)
+			(&R2T{TTT: ReservedTag, DesiredDataTransferLength: 1}).Marshal(&b)
 			return b
 		}, &R2T{}},
 		{"r2t zero length", func() BHS { var b BHS; (&R2T{TTT: 1}).Marshal(&b); return b }, &R2T{}},
@@ -145,29 +145,6 @@ func TestAHS(t *testing.T) {
 	for _, bad := range [][]byte{{0, 0, 1, 0}, {0, 9, 1, 0, 1, 2, 3, 4}, {0, 1, 1}} {
 		if _, err := ParseAHS(bad); err == nil {
 			t.Errorf("ParseAHS(%x) accepted", bad)
-		}
-	}
-}
-
-func TestDigestKnownValue(t *testing.T) {
-	// RFC 7143 Appendix B.4: 32 bytes of zeros give CRC32C 0x8a9136aa,
-	// sent as aa 36 91 8a.
-	c := crc32c(make([]byte, 32))
-	var b [4]byte
-	putDigest(b[:], c)
-	if !bytes.Equal(b[:], []byte{0xaa, 0x36, 0x91, 0x8a}) {
-		t.Fatalf("digest bytes %x", b)
-	}
-}
-
-func TestSerialArithmetic(t *testing.T) {
-	cases := []struct {
-		a, b uint32
-		lt   bool
-	}{{1, 2, true}, {2, 1, false}, {1, 1, false}, {0xffffffff, 0, true}, {0, 0xffffffff, false}, {0x7fffffff, 0x80000000, true}}
-	for _, c := range cases {
-		if lt(c.a, c.b) != c.lt {
-			t.Errorf("lt(%#x, %#x) = %v", c.a, c.b, !c.lt)
 		}
 	}
 }

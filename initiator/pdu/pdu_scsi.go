@@ -1,4 +1,4 @@
-package initiator
+package pdu
 
 // SCSI command and data PDUs: SCSI Command, SCSI Response, Data-In,
 // Data-Out and R2T (RFC 7143 sections 11.3 to 11.8).
@@ -11,6 +11,14 @@ type TargetSNs struct {
 
 func (s *TargetSNs) unmarshal(b *BHS) {
 	s.StatSN, s.ExpCmdSN, s.MaxCmdSN = b.u32(24), b.u32(28), b.u32(32)
+}
+
+// TargetSNs returns the StatSN, ExpCmdSN and MaxCmdSN at bytes 24 to 35 of
+// a status-bearing target PDU, whatever its opcode.
+func (b *BHS) TargetSNs() TargetSNs {
+	var s TargetSNs
+	s.unmarshal(b)
+	return s
 }
 
 func (s *TargetSNs) marshal(b *BHS) {
@@ -42,6 +50,8 @@ type SCSICommand struct {
 	CDB [16]byte
 }
 
+// Marshal encodes the SCSI Command into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (c *SCSICommand) Marshal(b *BHS) {
 	b.reset(OpSCSICommand, c.Immediate)
 	b[1] = c.Attr & 7
@@ -62,6 +72,7 @@ func (c *SCSICommand) Marshal(b *BHS) {
 	copy(b[32:48], c.CDB[:])
 }
 
+// Unmarshal decodes a SCSI Command BHS. Another opcode is a *ProtocolError.
 func (c *SCSICommand) Unmarshal(b *BHS) error {
 	if err := b.expect(OpSCSICommand); err != nil {
 		return err
@@ -95,6 +106,8 @@ type SCSIResponse struct {
 	ResidualCount         uint32
 }
 
+// Marshal encodes the SCSI Response into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (r *SCSIResponse) Marshal(b *BHS) {
 	b.reset(OpSCSIResponse, false)
 	b[1] = 0x80
@@ -119,12 +132,14 @@ func (r *SCSIResponse) Marshal(b *BHS) {
 	b.put32(44, r.ResidualCount)
 }
 
+// Unmarshal decodes a SCSI Response BHS. Another opcode is a *ProtocolError.
+// So is a header with a missing F bit or both O and U (or o and u) bits set.
 func (r *SCSIResponse) Unmarshal(b *BHS) error {
 	if err := b.expect(OpSCSIResponse); err != nil {
 		return err
 	}
 	if !b.Final() {
-		return protoErr(OpSCSIResponse, "F bit not set")
+		return ProtocolErrorf(OpSCSIResponse, "F bit not set")
 	}
 	f := b[1]
 	*r = SCSIResponse{
@@ -135,10 +150,10 @@ func (r *SCSIResponse) Unmarshal(b *BHS) error {
 	}
 	r.TargetSNs.unmarshal(b)
 	if r.Overflow && r.Underflow {
-		return protoErr(OpSCSIResponse, "both O and U bits set")
+		return ProtocolErrorf(OpSCSIResponse, "both O and U bits set")
 	}
 	if r.BidiOverflow && r.BidiUnderflow {
-		return protoErr(OpSCSIResponse, "both o and u bits set")
+		return ProtocolErrorf(OpSCSIResponse, "both o and u bits set")
 	}
 	return nil
 }
@@ -156,6 +171,8 @@ type DataIn struct {
 	ResidualCount        uint32
 }
 
+// Marshal encodes the SCSI Data-In into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (d *DataIn) Marshal(b *BHS) {
 	b.reset(OpDataIn, false)
 	if d.Final {
@@ -183,6 +200,8 @@ func (d *DataIn) Marshal(b *BHS) {
 	b.put32(44, d.ResidualCount)
 }
 
+// Unmarshal decodes a SCSI Data-In BHS. Another opcode is a *ProtocolError.
+// So is a header with the S bit without the F bit or both O and U bits set.
 func (d *DataIn) Unmarshal(b *BHS) error {
 	if err := b.expect(OpDataIn); err != nil {
 		return err
@@ -199,10 +218,10 @@ func (d *DataIn) Unmarshal(b *BHS) error {
 	}
 	d.TargetSNs.unmarshal(b)
 	if d.HasStatus && !d.Final {
-		return protoErr(OpDataIn, "S bit set without F bit")
+		return ProtocolErrorf(OpDataIn, "S bit set without F bit")
 	}
 	if d.Overflow && d.Underflow {
-		return protoErr(OpDataIn, "both O and U bits set")
+		return ProtocolErrorf(OpDataIn, "both O and U bits set")
 	}
 	return nil
 }
@@ -217,6 +236,8 @@ type DataOut struct {
 	BufferOffset uint32
 }
 
+// Marshal encodes the SCSI Data-Out into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (d *DataOut) Marshal(b *BHS) {
 	b.reset(OpDataOut, false)
 	if d.Final {
@@ -230,6 +251,7 @@ func (d *DataOut) Marshal(b *BHS) {
 	b.put32(40, d.BufferOffset)
 }
 
+// Unmarshal decodes a SCSI Data-Out BHS. Another opcode is a *ProtocolError.
 func (d *DataOut) Unmarshal(b *BHS) error {
 	if err := b.expect(OpDataOut); err != nil {
 		return err
@@ -249,6 +271,8 @@ type R2T struct {
 	DesiredDataTransferLength uint32
 }
 
+// Marshal encodes the R2T into b, overwriting all of it (the data
+// segment length is left 0 for NewPDU or the caller to set).
 func (r *R2T) Marshal(b *BHS) {
 	b.reset(OpR2T, false)
 	b[1] = 0x80
@@ -261,6 +285,8 @@ func (r *R2T) Marshal(b *BHS) {
 	b.put32(44, r.DesiredDataTransferLength)
 }
 
+// Unmarshal decodes an R2T BHS. Another opcode is a *ProtocolError. So is a
+// header with the reserved TTT 0xffffffff or a zero desired length.
 func (r *R2T) Unmarshal(b *BHS) error {
 	if err := b.expect(OpR2T); err != nil {
 		return err
@@ -268,11 +294,11 @@ func (r *R2T) Unmarshal(b *BHS) error {
 	*r = R2T{LUN: b.lun(), ITT: b.ITT(), TTT: b.u32(20), R2TSN: b.u32(36),
 		BufferOffset: b.u32(40), DesiredDataTransferLength: b.u32(44)}
 	r.TargetSNs.unmarshal(b)
-	if r.TTT == reservedTag {
-		return protoErr(OpR2T, "reserved target transfer tag 0xffffffff")
+	if r.TTT == ReservedTag {
+		return ProtocolErrorf(OpR2T, "reserved target transfer tag 0xffffffff")
 	}
 	if r.DesiredDataTransferLength == 0 {
-		return protoErr(OpR2T, "desired data transfer length 0")
+		return ProtocolErrorf(OpR2T, "desired data transfer length 0")
 	}
 	return nil
 }
