@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -96,6 +97,13 @@ func TestCLIListShowsServe(t *testing.T) {
 	sh(t, "qemu-io", "-f", "raw", "-r", "-c", "read 0 64k", "nbd+unix:///exp1?socket="+sock)
 	if e, _ = listPID(t, pid); e.Counters.Reads == 0 || e.Counters.ReadBytes < 64<<10 {
 		t.Errorf("counters after a 64 KiB read: %+v", e.Counters)
+	}
+	// The socket answers stats requests as a volume's does.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	st, err := volume.QueryStats(ctx, ctl)
+	cancel()
+	if err != nil || st.Name != "exp1" || st.TimeNanos == 0 {
+		t.Errorf("stats from serve's socket: %v %+v", err, st)
 	}
 	out, _, err := run(t, nil, "list")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -185,3 +186,13 @@ func (s *serveControl) Status() volume.Status {
 func (s *serveControl) Detach(context.Context, bool) error {
 	return fmt.Errorf("serve (pid %d) is not an attached volume: stop it with kill %d (SIGTERM)", s.st.PID, s.st.PID)
 }
+
+// Stats answers the control socket's stats requests, as an attached
+// volume does.
+func (s *serveControl) Stats() volume.Stats {
+	return volume.Stats{Name: s.st.Name, Device: strings.Join(s.st.Listen, ","), TimeNanos: time.Now().UnixNano(),
+		IO: s.counting.Snapshot()}
+}
+
+// A serve process answers stats requests too.
+var _ volume.StatsReporter = (*serveControl)(nil)
