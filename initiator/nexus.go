@@ -258,6 +258,9 @@ func (n *Nexus) Status() NexusStatus {
 // TargetName is the IQN the nexus logs in to.
 func (n *Nexus) TargetName() string { return n.cfg.Session.TargetName }
 
+// InitiatorName is the initiator name the nexus logs in with.
+func (n *Nexus) InitiatorName() string { return n.cfg.Session.InitiatorName }
+
 // ISID is the initiator session ID every session of the nexus uses.
 func (n *Nexus) ISID() pdu.ISID { return n.cfg.Session.ISID }
 

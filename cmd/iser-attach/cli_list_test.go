@@ -17,6 +17,7 @@ import (
 // listed is one entry of `list --json`.
 type listed struct {
 	Kind      string   `json:"kind"`
+	Initiator string   `json:"initiator"`
 	Name      string   `json:"name"`
 	Listen    []string `json:"listen"`
 	Portal    string   `json:"portal"`
@@ -91,7 +92,8 @@ func TestCLIListShowsServe(t *testing.T) {
 		}
 	}
 	if e.Kind != "serve" || e.Name != "exp1" || len(e.Listen) != 1 || e.Listen[0] != "unix:"+sock ||
-		e.Portal != srv.Portal() || e.Target != srv.IQN() || e.LUN != 1 || e.Transport != "tcp" || e.State != "serving" {
+		e.Portal != srv.Portal() || e.Target != srv.IQN() || e.LUN != 1 || e.Transport != "tcp" || e.State != "serving" ||
+		e.Initiator != initiatorIQN {
 		t.Fatalf("list --json entry %+v", e)
 	}
 	sh(t, "qemu-io", "-f", "raw", "-r", "-c", "read 0 64k", "nbd+unix:///exp1?socket="+sock)

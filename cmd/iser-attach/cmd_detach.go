@@ -66,7 +66,7 @@ func listCommand() *cli.Command {
 				return enc.Encode(all)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tRECOVERIES\tREADS\tWRITES\tBYTES\tERRORS\tIOPS")
+			fmt.Fprintln(tw, "NAME\tKIND\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tRECOVERIES\tREADS\tWRITES\tBYTES\tERRORS\tIOPS\tINITIATOR")
 			for _, s := range all {
 				k := s.Counters
 				name, dev, frontend := s.Name, s.Device, s.Frontend
@@ -76,9 +76,9 @@ func listCommand() *cli.Command {
 						name = "(default export)"
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\n", name, s.Kind, dev, s.Portal,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\n", name, s.Kind, dev, s.Portal,
 					s.Target, s.LUN, s.Transport, frontend, s.State, s.Recoveries, k.Reads, k.Writes,
-					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS)
+					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS, s.Initiator)
 			}
 			return tw.Flush()
 		},

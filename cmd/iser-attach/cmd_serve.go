@@ -104,7 +104,8 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.
 	}
 	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: c.String("export-name"),
 		Listen: c.StringSlice("listen"), Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
-		PID: os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
+		Initiator: l.nx.InitiatorName(),
+		PID:       os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
 	if ctl, err := volume.ListenServeControl(sc); err != nil {
 		logger.Warn().Err(err).Msg("no control socket: iser-attach list will not show this process")
 	} else {
