@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Connect dials a portal and logs in. When the target refuses the CHAP
@@ -28,7 +29,7 @@ func Connect(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, er
 			}
 		}
 		sc.CHAP = &creds
-		dc.Logger.Info().Str("portal", dc.Addr).Str("offer", creds.offerA()).Err(ae).
+		dc.Logger.Debug().Str("portal", dc.Addr).Str("offer", creds.offerA()).Err(ae).
 			Msg("target refused the CHAP algorithm; retrying")
 		s, err = connectOnce(ctx, dc, sc)
 	}
@@ -36,15 +37,57 @@ func Connect(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, er
 }
 
 func connectOnce(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, error) {
+	start := time.Now()
 	dm, err := DialDatamover(ctx, dc)
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(ctx, start), Connecting: true}
+		}
 		return nil, err
 	}
 	s, err := NewSession(ctx, dm, sc)
-	if err != nil {
-		return nil, fmt.Errorf("login to %s at %s: %w", targetLabel(&sc.LoginConfig), dc.Addr, err)
+	switch {
+	case err == nil:
+		return s, nil
+	case ctx.Err() == context.DeadlineExceeded:
+		err = &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(ctx, start)}
+	case errors.Is(err, ErrAuthFailed) && sc.CHAP == nil:
+		err = fmt.Errorf("%w; the target requires CHAP and no credentials were given: "+
+			"pass --chap-user and --chap-secret-file (chap_user and chap_secret_file in a volume file)", err)
 	}
-	return s, nil
+	return nil, fmt.Errorf("login to %s at %s: %w", targetLabel(&sc.LoginConfig), dc.Addr, err)
+}
+
+// LoginTimeoutError is a portal that did not answer within the login
+// timeout: the TCP or RDMA connection was not accepted (Connecting), or
+// it was and no login response came. It matches context.DeadlineExceeded.
+type LoginTimeoutError struct {
+	Addr       string
+	Timeout    time.Duration
+	Connecting bool
+}
+
+func (e *LoginTimeoutError) Error() string {
+	if e.Connecting {
+		return fmt.Sprintf("no answer from %s within %s (connecting)", e.Addr, e.Timeout)
+	}
+	return fmt.Sprintf("no login response from %s within %s", e.Addr, e.Timeout)
+}
+
+// Unwrap returns context.DeadlineExceeded.
+func (e *LoginTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// allowed is the time ctx gave from start, rounded for a message.
+func allowed(ctx context.Context, start time.Time) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Since(start).Round(time.Millisecond)
+	}
+	d := dl.Sub(start)
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 func targetLabel(c *LoginConfig) string {

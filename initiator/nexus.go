@@ -180,6 +180,9 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 		if ctx.Err() != nil {
 			break
 		}
+		if i+1 < len(cfg.Portals) {
+			n.log.Warn().Err(err).Str("portal", cfg.Portals[i]).Str("next", cfg.Portals[i+1]).Msg("portal skipped")
+		}
 	}
 	return nil, errors.Join(errs...)
 }
@@ -256,6 +259,9 @@ func (n *Nexus) Status() NexusStatus {
 
 // TargetName is the IQN the nexus logs in to.
 func (n *Nexus) TargetName() string { return n.cfg.Session.TargetName }
+
+// InitiatorName is the initiator name the nexus logs in with.
+func (n *Nexus) InitiatorName() string { return n.cfg.Session.InitiatorName }
 
 // ISID is the initiator session ID every session of the nexus uses.
 func (n *Nexus) ISID() pdu.ISID { return n.cfg.Session.ISID }
@@ -441,7 +447,7 @@ func (n *Nexus) recover(s *Session) bool {
 			n.downSince = time.Time{}
 			n.mu.Unlock()
 			n.log.Warn().Str("portal", ns.RemoteAddr()).Str("transport", ns.Transport()).Int("attempts", attempt).
-				Dur("down", time.Since(since)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
+				Dur("down", time.Since(since).Round(time.Millisecond)).Uint16("tsih", ns.TSIH()).Msg("session reinstated")
 			n.mu.Lock()
 			hooks := n.reinstated
 			n.mu.Unlock()

@@ -49,7 +49,10 @@ type Config struct {
 	// Portals are tried in order; at least one.
 	Portals []string
 	Target  string
-	LUN     uint16
+	// LUN is the logical unit; AnyLUN (no lun key) means the target's
+	// lowest-numbered disk, found when attaching.
+	LUN    uint16
+	AnyLUN bool
 	// Transport is auto, iser or tcp; Frontend ublk or nbd.
 	Transport, Frontend string
 	// CHAP: secrets live in files given by absolute path, never in the
@@ -84,6 +87,29 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Reason) }
 
+// ConfigErrors is every problem ParseConfig found in one file, in line
+// order (whole-file problems, line 0, last). errors.As finds the first
+// *ConfigError in it.
+type ConfigErrors []*ConfigError
+
+// Error is one PATH:LINE: reason line per problem.
+func (e ConfigErrors) Error() string {
+	lines := make([]string, len(e))
+	for i, ce := range e {
+		lines[i] = ce.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems.
+func (e ConfigErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, ce := range e {
+		out[i] = ce
+	}
+	return out
+}
+
 // ConfigDirPath is the configuration directory: $ISER_ATTACH_CONFIG_DIR
 // when set, else ConfigDir.
 func ConfigDirPath() string {
@@ -101,6 +127,7 @@ func ConfigPath(name string) string { return filepath.Join(ConfigDirPath(), name
 func DefaultConfig(name string) Config {
 	return Config{
 		Name:               name,
+		AnyLUN:             true,
 		Transport:          DefaultTransport,
 		Frontend:           DefaultFrontend,
 		QueueDepth:         DefaultQueueDepth,
@@ -146,23 +173,28 @@ var configKeys = map[string]configKey{
 // names the file in errors. The format is key = value lines; '#' and ';'
 // start comment lines; blank lines and one "[volume]" header before the
 // first key are allowed. Keys are those of configKeys; portal may repeat,
-// no other key may. Errors are *ConfigError.
+// no other key may. Every problem is reported: the error is a
+// ConfigErrors of one *ConfigError per problem.
 func ParseConfig(name, path string, r io.Reader) (*Config, error) {
 	if path == "" {
 		path = name + ".conf"
 	}
-	fail := func(line int, key, format string, args ...any) (*Config, error) {
-		return nil, &ConfigError{Path: path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)}
+	var errs ConfigErrors
+	fail := func(line int, key, format string, args ...any) {
+		errs = append(errs, &ConfigError{Path: path, Line: line, Key: key, Reason: fmt.Sprintf(format, args...)})
 	}
 	if err := ValidName(name); err != nil {
-		return fail(0, "", "%v", err)
+		fail(0, "", "%v", err)
+		return nil, errs
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
 	if err != nil {
-		return fail(0, "", "read: %v", err)
+		fail(0, "", "read: %v", err)
+		return nil, errs
 	}
 	if len(data) > maxConfigBytes {
-		return fail(0, "", "larger than %d bytes", maxConfigBytes)
+		fail(0, "", "larger than %d bytes", maxConfigBytes)
+		return nil, errs
 	}
 	c := DefaultConfig(name)
 	c.Path = path
@@ -178,67 +210,134 @@ func ParseConfig(name, path string, r io.Reader) (*Config, error) {
 			section := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(line, "["), "]"))
 			switch {
 			case !strings.HasSuffix(line, "]"):
-				return fail(n, "", "section header %q lacks ']'", line)
+				fail(n, "", "section header %q lacks ']'", truncate(line))
 			case section != "volume":
-				return fail(n, "", "unknown section [%s]: only [volume]", section)
+				fail(n, "", "unknown section [%s]: only [volume]", truncate(section))
 			case header:
-				return fail(n, "", "second [volume] header")
+				fail(n, "", "second [volume] header")
 			case len(seen) > 0:
-				return fail(n, "", "[volume] must come before the first key")
+				fail(n, "", "[volume] must come before the first key")
 			}
 			header = true
 			continue
 		}
 		key, value, ok := strings.Cut(line, "=")
 		if !ok {
-			return fail(n, "", "%q is not key = value", truncate(line))
+			fail(n, "", "%q is not key = value", truncate(line))
+			continue
 		}
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		spec, known := configKeys[key]
 		if !known {
-			return fail(n, key, "unknown key %q", truncate(key))
+			if near := nearestKey(key); near != "" {
+				fail(n, key, "unknown key '%s' (did you mean '%s'?)", truncate(key), near)
+			} else {
+				fail(n, key, "unknown key '%s'", truncate(key))
+			}
+			continue
 		}
-		if first, dup := seen[key]; dup && !spec.repeatable {
-			return fail(n, key, "duplicate key %s (first on line %d)", key, first)
-		}
-		if _, dup := seen[key]; !dup {
+		first, dup := seen[key]
+		if !dup {
 			seen[key] = n
 		}
-		if value == "" {
-			return fail(n, key, "%s: empty value", key)
-		}
-		if err := spec.set(&c, value); err != nil {
-			return fail(n, key, "%s: %v", key, err)
+		switch {
+		case dup && !spec.repeatable:
+			fail(n, key, "duplicate key %s (first on line %d)", key, first)
+		case value == "":
+			fail(n, key, "%s: empty value", key)
+		default:
+			if err := spec.set(&c, value); err != nil {
+				fail(n, key, "%s: %v", key, err)
+			}
 		}
 	}
-	if err := c.checkWhole(); err != nil {
-		err.Path = path
-		return nil, err
+	bad := map[string]bool{}
+	for _, e := range errs {
+		bad[e.Key] = true
+	}
+	for _, e := range c.checkWhole(seen, bad) {
+		e.Path = path
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return &c, nil
 }
 
 // checkWhole checks what no single line can: required keys and the CHAP
-// keys that need one another.
-func (c *Config) checkWhole() *ConfigError {
-	fail := func(key, reason string) *ConfigError { return &ConfigError{Key: key, Reason: reason} }
-	switch {
-	case c.Target == "":
-		return fail("target", "no target (target = iqn....)")
-	case len(c.Portals) == 0:
-		return fail("portal", "no portal (portal = host[:port])")
-	case c.MutualUser != "" && c.CHAPUser == "":
-		return fail("mutual_user", "mutual_user needs chap_user (mutual CHAP is on top of one-way CHAP)")
-	case c.MutualUser != "" && c.MutualSecretFile == "":
-		return fail("mutual_user", "mutual_user needs mutual_secret_file")
-	case c.MutualSecretFile != "" && c.MutualUser == "":
-		return fail("mutual_secret_file", "mutual_secret_file needs mutual_user")
-	case c.CHAPUser != "" && c.CHAPSecretFile == "":
-		return fail("chap_user", "chap_user needs chap_secret_file")
-	case c.CHAPSecretFile != "" && c.CHAPUser == "":
-		return fail("chap_secret_file", "chap_secret_file needs chap_user")
+// keys that need one another. A key that is present but has a bad line
+// (bad) is not reported again as missing.
+func (c *Config) checkWhole(seen map[string]int, bad map[string]bool) []*ConfigError {
+	var out []*ConfigError
+	check := func(wrong bool, key, reason string, about ...string) {
+		for _, k := range append(about, key) {
+			if bad[k] {
+				return
+			}
+		}
+		if wrong {
+			out = append(out, &ConfigError{Key: key, Reason: reason})
+		}
 	}
-	return nil
+	check(c.Target == "" && seen["target"] == 0, "target", "no target (target = iqn....)")
+	check(len(c.Portals) == 0 && seen["portal"] == 0, "portal", "no portal (portal = host[:port])")
+	check(c.MutualUser != "" && c.CHAPUser == "", "mutual_user", "mutual_user needs chap_user (mutual CHAP is on top of one-way CHAP)", "chap_user")
+	check(c.MutualUser != "" && c.MutualSecretFile == "", "mutual_user", "mutual_user needs mutual_secret_file", "mutual_secret_file")
+	check(c.MutualSecretFile != "" && c.MutualUser == "", "mutual_secret_file", "mutual_secret_file needs mutual_user", "mutual_user")
+	check(c.CHAPUser != "" && c.CHAPSecretFile == "", "chap_user", "chap_user needs chap_secret_file", "chap_secret_file")
+	check(c.CHAPSecretFile != "" && c.CHAPUser == "", "chap_secret_file", "chap_secret_file needs chap_user", "chap_user")
+	return out
+}
+
+// nearestKey is the known key a misspelt one most likely means: the same
+// key in other case or with '-' for '_', else the one at the smallest edit
+// distance, at most 2 (1 for keys of up to 4 letters); "" when none is
+// that near.
+func nearestKey(key string) string {
+	norm := strings.ToLower(strings.ReplaceAll(key, "-", "_"))
+	if _, ok := configKeys[norm]; ok {
+		return norm
+	}
+	limit := 2
+	if len(norm) <= 4 {
+		limit = 1
+	}
+	best, bestD := "", limit+1
+	for k := range configKeys {
+		if d := editDistance(norm, k); d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	if bestD > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes; keys are
+// ASCII).
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func truncate(s string) string {
@@ -276,7 +375,7 @@ func setLUN(c *Config, v string) error {
 	if err != nil || n > 16383 {
 		return fmt.Errorf("%q: want a LUN from 0 to 16383", v)
 	}
-	c.LUN = uint16(n)
+	c.LUN, c.AnyLUN = uint16(n), false
 	return nil
 }
 
@@ -338,8 +437,8 @@ func setDuration(dst *time.Duration, v string, zeroOK bool) error {
 }
 
 // Marshal writes c in the file format: a header comment, portal, target,
-// lun, transport and frontend always, the other keys only when they differ
-// from their defaults. A valid c survives Marshal and ParseConfig
+// transport and frontend always, lun unless AnyLUN, the other keys only
+// when they differ from their defaults. A valid c survives Marshal and ParseConfig
 // unchanged (Path aside).
 func (c *Config) Marshal() []byte {
 	var b bytes.Buffer
@@ -348,7 +447,11 @@ func (c *Config) Marshal() []byte {
 	for _, p := range c.Portals {
 		fmt.Fprintf(&b, "portal = %s\n", p)
 	}
-	fmt.Fprintf(&b, "target = %s\nlun = %d\ntransport = %s\nfrontend = %s\n", c.Target, c.LUN, c.Transport, c.Frontend)
+	fmt.Fprintf(&b, "target = %s\n", c.Target)
+	if !c.AnyLUN || c.LUN != 0 { // a LUN set without clearing AnyLUN is kept
+		fmt.Fprintf(&b, "lun = %d\n", c.LUN)
+	}
+	fmt.Fprintf(&b, "transport = %s\nfrontend = %s\n", c.Transport, c.Frontend)
 	d := DefaultConfig(c.Name)
 	str := func(key, v, def string) {
 		if v != def {

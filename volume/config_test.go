@@ -27,7 +27,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.Path = "db.conf"
 	full.Portals = []string{"10.0.0.1", "[fd00::2]:3261", "storage.example"}
 	full.Target = "iqn.2026-01.com.example:db"
-	full.LUN = 16383
+	full.LUN, full.AnyLUN = 16383, false
 	full.Transport, full.Frontend = "iser", "nbd"
 	full.CHAPUser, full.CHAPSecretFile = "alice", "/etc/iser-attach/secret"
 	full.MutualUser, full.MutualSecretFile = "target1", "/etc/iser-attach/mutual"
@@ -175,12 +175,12 @@ func TestMarshalOmitsDefaults(t *testing.T) {
 	c := DefaultConfig("v")
 	c.Portals, c.Target = []string{"h"}, "iqn.2026-01.x:y"
 	got := string(c.Marshal())
-	for _, want := range []string{"portal = h\n", "target = iqn.2026-01.x:y\n", "lun = 0\n", "transport = auto\n", "frontend = ublk\n"} {
+	for _, want := range []string{"portal = h\n", "target = iqn.2026-01.x:y\n", "transport = auto\n", "frontend = ublk\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"queue_depth", "timeout", "nop_interval", "queues", "nbd_connections", "chap", "initiator_name"} {
+	for _, not := range []string{"lun", "queue_depth", "timeout", "nop_interval", "queues", "nbd_connections", "chap", "initiator_name"} {
 		if strings.Contains(got, not) {
 			t.Errorf("default %s written:\n%s", not, got)
 		}
@@ -208,7 +208,7 @@ func TestConfigDirPath(t *testing.T) {
 func TestWriteLoadRemoveConfig(t *testing.T) {
 	dir := tempConfigDir(t)
 	c := DefaultConfig("data")
-	c.Portals, c.Target, c.LUN = []string{"10.0.0.1", "10.0.0.2:3261"}, "iqn.2026-01.com.example:data", 3
+	c.Portals, c.Target, c.LUN, c.AnyLUN = []string{"10.0.0.1", "10.0.0.2:3261"}, "iqn.2026-01.com.example:data", 3, false
 	if err := WriteConfig(&c, false); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +317,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("; c\n# c\nportal=h\ntarget=eui.0123456789ABCDEF\nreplacement_timeout=0\nnop_interval=1h\nqueues=4096\n"))
 	f.Add([]byte("portal = h\nportal = h:3260\n"))
 	f.Add([]byte("lun = 99999\n= x\n[x\n"))
+	f.Add([]byte("portl = h\ntarget = iqn.2026-01.x:y\nlun = 0\nTransport = tcp\nchap-user = u\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig("fuzz", "", bytes.NewReader(data))
 		if err != nil {
@@ -341,4 +342,73 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("Marshal is not stable")
 		}
 	})
+}
+
+// TestParseConfigReportsEveryError: every problem of a file is reported,
+// each as PATH:LINE: reason, in line order with whole-file problems last;
+// a misspelt key gets a suggestion.
+func TestParseConfigReportsEveryError(t *testing.T) {
+	in := "portl = 10.0.0.1\n" +
+		"target = iqn.2026-01.com.example:db\n" +
+		"lun = x\n" +
+		"transport = rdma\n" +
+		"queue_deph = 4\n" +
+		"chap_user = u\n"
+	_, err := ParseConfig("db", "/etc/x/db.conf", strings.NewReader(in))
+	var errs ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	want := []string{
+		"/etc/x/db.conf:1: unknown key 'portl' (did you mean 'portal'?)",
+		"/etc/x/db.conf:3: lun: \"x\": want a LUN from 0 to 16383",
+		"/etc/x/db.conf:4: transport: \"rdma\": want auto, iser, tcp",
+		"/etc/x/db.conf:5: unknown key 'queue_deph' (did you mean 'queue_depth'?)",
+		"/etc/x/db.conf:0: no portal (portal = host[:port])",
+		"/etc/x/db.conf:0: chap_user needs chap_secret_file",
+	}
+	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line != 1 || ce.Key != "portl" {
+		t.Fatalf("errors.As finds %+v, want the first problem", ce)
+	}
+	// A present but invalid key is not reported missing as well.
+	_, err = ParseConfig("db", "/etc/x/db.conf", strings.NewReader("portal = h\ntarget = disk1\n"))
+	if got := err.Error(); strings.Contains(got, "no target") || strings.Count(got, "\n") != 0 {
+		t.Fatalf("invalid target: %q", got)
+	}
+}
+
+func TestNearestKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"portl": "portal", "Portal": "portal", "Lun": "lun", "chap-user": "chap_user",
+		"queue_deph": "queue_depth", "nop_intervall": "nop_interval", "logintimeout": "login_timeout",
+		"lnu": "", "xyz": "", "frobnicate": "", "": "",
+	} {
+		if got := nearestKey(in); got != want {
+			t.Errorf("nearestKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestParseConfigLUNOptional: without a lun key a volume means the
+// target's lowest-numbered disk (AnyLUN), and Marshal writes no lun line
+// for it; "lun = 0" is LUN 0 itself.
+func TestParseConfigLUNOptional(t *testing.T) {
+	c, err := ParseConfig("db", "", strings.NewReader(minimalConf))
+	if err != nil || !c.AnyLUN {
+		t.Fatalf("no lun key: %+v, %v; want AnyLUN", c, err)
+	}
+	if strings.Contains(string(c.Marshal()), "lun") {
+		t.Fatalf("Marshal wrote a lun line:\n%s", c.Marshal())
+	}
+	c, err = ParseConfig("db", "", strings.NewReader(minimalConf+"lun = 0\n"))
+	if err != nil || c.AnyLUN || c.LUN != 0 {
+		t.Fatalf("lun = 0: %+v, %v", c, err)
+	}
+	if !strings.Contains(string(c.Marshal()), "lun = 0\n") {
+		t.Fatalf("Marshal dropped lun = 0:\n%s", c.Marshal())
+	}
 }

@@ -34,14 +34,20 @@ type Status struct {
 	State string `json:"state"`
 	// Recoveries counts sessions reinstated after a fault; Faults counts
 	// sessions lost; LastError is why the last one ended.
-	Recoveries uint64   `json:"recoveries"`
-	Faults     uint64   `json:"faults"`
-	LastError  string   `json:"last_error,omitempty"`
-	WWN        string   `json:"wwn,omitempty"`
-	Link       string   `json:"link,omitempty"`
-	PID        int      `json:"pid"`
-	Since      string   `json:"since"`
-	Counters   Counters `json:"counters"`
+	Recoveries uint64 `json:"recoveries"`
+	Faults     uint64 `json:"faults"`
+	LastError  string `json:"last_error,omitempty"`
+	WWN        string `json:"wwn,omitempty"`
+	// Initiator is the initiator name the session logged in with.
+	Initiator string   `json:"initiator,omitempty"`
+	Link      string   `json:"link,omitempty"`
+	PID       int      `json:"pid"`
+	Since     string   `json:"since"`
+	Counters  Counters `json:"counters"`
+	// Kind is "serve" for a serve process (ListServe; Name is then its
+	// export name and Listen its NBD listeners), empty for a volume.
+	Kind   string   `json:"kind,omitempty"`
+	Listen []string `json:"listen,omitempty"`
 }
 
 // Request is one control request (a JSON line).

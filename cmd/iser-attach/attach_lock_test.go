@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -117,6 +119,28 @@ func TestAttachRefusesVolumeServedWithoutLock(t *testing.T) {
 	_, err = runInProcess("attach", "--portal", portal, "--target", "iqn.2026-11.test:disk", "--lun", "1",
 		"--transport", "tcp", "--name", "db")
 	if err == nil || err.Error() != "volume db is already attached by pid 4242 (/dev/ublkb4)" {
+		t.Fatalf("attach: %v", err)
+	}
+	if n := logins.Load(); n != 0 {
+		t.Fatalf("connected to the portal %d times before refusing", n)
+	}
+}
+
+// A host without the frontend's kernel driver fails attach before any
+// login: nothing is logged in for a device that cannot be made.
+func TestAttachChecksFrontendBeforeLogin(t *testing.T) {
+	volumeEnv(t)
+	portal, logins := countingPortal(t)
+	frontendChecks["test-missing"] = func(context.Context) error { return errors.New("driver not loaded") }
+	frontends["test-missing"] = func(context.Context, *attachSpec, *volume.Counting, *lunConn) (blockDevice, error) {
+		t.Error("the frontend was asked for a device")
+		return nil, errors.New("unreachable")
+	}
+	defer delete(frontendChecks, "test-missing")
+	defer delete(frontends, "test-missing")
+	_, err := runInProcess("attach", "--portal", portal, "--target", "iqn.2026-11.test:disk", "--lun", "1",
+		"--transport", "tcp", "--name", "db", "--frontend", "test-missing")
+	if err == nil || err.Error() != "--frontend test-missing: driver not loaded" {
 		t.Fatalf("attach: %v", err)
 	}
 	if n := logins.Load(); n != 0 {

@@ -136,6 +136,6 @@ func TestServeSurvivesTargetFaultsUnderFio(t *testing.T) {
 			t.Logf("fio: %s", l)
 		}
 	}
-	t.Logf("fio ran %v through 2 target faults; serve logged %d reinstatements (down %v ms and %v ms)",
+	t.Logf("fio ran %v through 2 target faults; serve logged %d reinstatements (down %v and %v)",
 		took.Round(time.Millisecond), len(reinstated), reinstated[0]["down"], reinstated[1]["down"])
 }

@@ -41,12 +41,31 @@ type frontendFunc func(ctx context.Context, sp *attachSpec, b *volume.Counting, 
 // frontends are registered by frontend_*.go.
 var frontends = map[string]frontendFunc{}
 
+// frontendChecks tell, before any login, whether a frontend can work on
+// this host (its kernel driver loaded or loadable); registered by
+// frontend_*.go. A frontend without a check is taken as available.
+var frontendChecks = map[string]func(context.Context) error{}
+
+// checkFrontend runs the frontend's check, so a host without ublk_drv or
+// nbd fails at once instead of after a login.
+func checkFrontend(ctx context.Context, name string) error {
+	check, ok := frontendChecks[name]
+	if !ok {
+		return nil
+	}
+	if err := check(ctx); err != nil {
+		return fmt.Errorf("--frontend %s: %w", name, err)
+	}
+	return nil
+}
+
 const daemonChildEnv = "ISER_ATTACH_DAEMON_CHILD"
 
 func attachCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "attach",
-		Usage: "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
+		Name:      "attach",
+		Usage:     "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
+		ArgsUsage: "[NAME]", // a configured volume: the same as --volume NAME
 		Flags: append(targetFlags(),
 			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
@@ -76,12 +95,18 @@ func attachCommand() *cli.Command {
 
 // attachSpecFrom reads --volume's configuration file, or the flags.
 func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
-	if v := c.String("volume"); v != "" {
+	v := c.String("volume")
+	if c.NArg() > 1 || c.NArg() == 1 && v != "" && v != c.Args().First() {
+		return nil, usageErrorf(c, "expected one volume, NAME or --volume NAME; got %q and --volume %q", c.Args().Slice(), v)
+	} else if c.NArg() == 1 {
+		v = c.Args().First() // attach NAME is attach --volume NAME
+	}
+	if v != "" {
 		for _, f := range c.LocalFlagNames() {
 			switch f {
 			case "volume", "daemon", "initiator-name":
 			default:
-				return nil, fmt.Errorf("--volume %s: --%s is not allowed with --volume (the configuration file says it)", v, f)
+				return nil, usageErrorf(c, "--volume %s: --%s is not allowed with --volume (the configuration file says it)", v, f)
 			}
 		}
 		return specFromVolume(c, v)
@@ -100,7 +125,7 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		return nil, err
 	}
 	if _, ok := frontends[sp.Frontend]; !ok {
-		return nil, fmt.Errorf("--frontend %q: want ublk or nbd", sp.Frontend)
+		return nil, usageErrorf(c, "--frontend %q: want ublk or nbd", sp.Frontend)
 	}
 	return sp, nil
 }
@@ -249,6 +274,9 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	if err := volume.CheckSocket(ctx, name); err != nil {
 		return err
 	}
+	if err := checkFrontend(ctx, sp.Frontend); err != nil {
+		return err
+	}
 	me, err := listenMetrics(sp.MetricsListen)
 	if err != nil {
 		return err
@@ -271,7 +299,8 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	a := &attached{name: name, dev: dev, counting: counting, lun: l, detachReq: make(chan detachReq), state: "attached",
 		st: volume.Status{Name: name, Device: dev.Path(), Portal: ns.Portal, Target: sp.Target,
 			LUN: info.Number, Transport: ns.Transport, Frontend: sp.Frontend, PID: os.Getpid(), WWN: info.WWN,
-			Since: time.Now().UTC().Format(time.RFC3339)}}
+			Initiator: sp.InitiatorName,
+			Since:     time.Now().UTC().Format(time.RFC3339)}}
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
 		// A device taken over (ublk recovery) may be mounted: leave it to

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -50,32 +51,55 @@ func detachCommand() *cli.Command {
 func listCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
-		Usage: "list attached volumes with their I/O counters",
+		Usage: "list attached volumes and running serve processes with their sessions and I/O counters",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 			defer cancel()
-			all, err := volume.List(ctx)
+			all, err := listAll(ctx)
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
-				if all == nil {
-					all = []volume.Status{}
-				}
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
 				return enc.Encode(all)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tRECOVERIES\tREADS\tWRITES\tBYTES\tERRORS\tIOPS")
+			fmt.Fprintln(tw, "NAME\tKIND\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tRECOVERIES\tREADS\tWRITES\tBYTES\tERRORS\tIOPS\tINITIATOR")
 			for _, s := range all {
 				k := s.Counters
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\n", s.Name, s.Device, s.Portal,
-					s.Target, s.LUN, s.Transport, s.Frontend, s.State, s.Recoveries, k.Reads, k.Writes,
-					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS)
+				name, dev, frontend := s.Name, s.Device, s.Frontend
+				if s.Kind == "serve" {
+					dev, frontend = strings.Join(s.Listen, ","), "nbd-server"
+					if name == "" {
+						name = "(default export)"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\n", name, s.Kind, dev, s.Portal,
+					s.Target, s.LUN, s.Transport, frontend, s.State, s.Recoveries, k.Reads, k.Writes,
+					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS, s.Initiator)
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// listAll is every attached volume (kind attach) and then every serve
+// process (kind serve): the sessions this host's iser-attach processes hold.
+func listAll(ctx context.Context) ([]volume.Status, error) {
+	all, err := volume.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if all[i].Kind == "" {
+			all[i].Kind = "attach"
+		}
+	}
+	serves, err := volume.ListServe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]volume.Status{}, all...), serves...), nil
 }

@@ -49,7 +49,7 @@ func discoverCommand() *cli.Command {
 				pcancel()
 				if err != nil {
 					if len(portals) > 1 {
-						logger.Error().Err(err).Str("portal", addr).Msg("discovery failed")
+						logger.Warn().Err(err).Str("portal", addr).Msg("portal skipped")
 					}
 					errs = append(errs, err)
 					continue

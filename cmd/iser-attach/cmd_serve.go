@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/nbd"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -71,14 +74,15 @@ func checkListen(specs []string, allowRemote bool) error {
 	return nil
 }
 
-// serveLUN serves l, through b (l.LUN counted), over NBD until ctx ends
-// (nil) or serving fails.
-func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, b nbd.Backend) error {
+// serveLUN serves l, through counting (l.LUN counted), over NBD until ctx
+// ends (nil) or serving fails. While it serves, a control socket answers
+// status requests (iser-attach list).
+func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.Counting) error {
 	info := l.Info()
 	srv, err := nbd.NewServer([]nbd.Export{{
 		Name:        c.String("export-name"),
 		Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
-		Backend:     b,
+		Backend:     counting,
 	}}, nbd.Options{
 		MaxInFlight:      c.Int("max-in-flight"),
 		MaxConns:         c.Int("max-connections"),
@@ -97,6 +101,15 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, b nbd.Backend) er
 		}
 		logger.Info().Str("listen", spec).Int64("size", info.Size()).Uint32("block_size", info.BlockSize).Msg("serving NBD")
 		go func() { errc <- srv.Serve(ctx, ln) }()
+	}
+	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: c.String("export-name"),
+		Listen: c.StringSlice("listen"), Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
+		Initiator: l.nx.InitiatorName(),
+		PID:       os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
+	if ctl, err := volume.ListenServeControl(sc); err != nil {
+		logger.Warn().Err(err).Msg("no control socket: iser-attach list will not show this process")
+	} else {
+		defer ctl.Close()
 	}
 	select {
 	case <-ctx.Done():
@@ -140,3 +153,47 @@ func endServe(l *lunConn, serr error) error {
 	}
 	return cerr
 }
+
+// serveControl answers a serve process's control socket.
+type serveControl struct {
+	l        *lunConn
+	counting *volume.Counting
+	st       volume.Status // the fixed fields
+}
+
+// Status reports the session and the I/O counters; State is serving,
+// recovering or failed.
+func (s *serveControl) Status() volume.Status {
+	st := s.st
+	ns := s.l.nx.Status()
+	switch ns.State {
+	case initiator.NexusRecovering:
+		st.State = "recovering"
+	case initiator.NexusFailed:
+		st.State = "failed"
+	default:
+		st.State = "serving"
+	}
+	st.Portal, st.Transport = ns.Portal, ns.Transport
+	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults
+	if ns.LastError != nil {
+		st.LastError = ns.LastError.Error()
+	}
+	st.Counters = s.counting.Counters()
+	return st
+}
+
+// Detach is refused: a serve process ends on SIGINT or SIGTERM.
+func (s *serveControl) Detach(context.Context, bool) error {
+	return fmt.Errorf("serve (pid %d) is not an attached volume: stop it with kill %d (SIGTERM)", s.st.PID, s.st.PID)
+}
+
+// Stats answers the control socket's stats requests, as an attached
+// volume does.
+func (s *serveControl) Stats() volume.Stats {
+	return volume.Stats{Name: s.st.Name, Device: strings.Join(s.st.Listen, ","), TimeNanos: time.Now().UnixNano(),
+		IO: s.counting.Snapshot()}
+}
+
+// A serve process answers stats requests too.
+var _ volume.StatsReporter = (*serveControl)(nil)

@@ -62,7 +62,7 @@ func volumeAddFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (repeatable, tried in order)"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN (or eui./naa. name)"},
-		&cli.UintFlag{Name: "lun", Value: uint(d.LUN), Usage: "logical unit number, 0 to 16383"},
+		&cli.UintFlag{Name: "lun", Usage: "logical unit number, 0 to 16383", DefaultText: "none in the file: attach picks the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: d.Transport, Usage: "auto, iser or tcp"},
 		&cli.StringFlag{Name: "frontend", Value: d.Frontend, Usage: "ublk or nbd"},
 		&cli.StringFlag{Name: "chap-user", Usage: "CHAP user name (one-way CHAP)"},
@@ -97,7 +97,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg := volume.DefaultConfig(name)
 	cfg.Portals = c.StringSlice("portal")
 	cfg.Target = c.String("target")
-	cfg.LUN = uint16(c.Uint("lun"))
+	cfg.LUN, cfg.AnyLUN = uint16(c.Uint("lun")), !c.IsSet("lun")
 	cfg.Transport, cfg.Frontend = c.String("transport"), c.String("frontend")
 	cfg.CHAPUser, cfg.CHAPSecretFile = c.String("chap-user"), c.String("chap-secret-file")
 	cfg.MutualUser, cfg.MutualSecretFile = c.String("mutual-user"), c.String("mutual-secret-file")
@@ -196,13 +196,16 @@ func volumeList(c *cli.Context) error {
 	}
 	rows := make([]volumeRow, 0, len(cfgs)+len(bad))
 	for _, cfg := range cfgs {
-		lun := cfg.LUN
-		rows = append(rows, volumeRow{Name: cfg.Name, Path: cfg.Path, Target: cfg.Target, LUN: &lun, Portals: cfg.Portals,
+		var lun *uint16
+		if !cfg.AnyLUN {
+			lun = &cfg.LUN
+		}
+		rows = append(rows, volumeRow{Name: cfg.Name, Path: cfg.Path, Target: cfg.Target, LUN: lun, Portals: cfg.Portals,
 			Transport: cfg.Transport, Frontend: cfg.Frontend, State: "detached"})
 	}
-	for _, ce := range bad {
-		rows = append(rows, volumeRow{Name: strings.TrimSuffix(filepath.Base(ce.Path), ".conf"), Path: ce.Path,
-			State: "invalid", Error: ce.Error()})
+	for _, fe := range bad {
+		rows = append(rows, volumeRow{Name: strings.TrimSuffix(filepath.Base(fe.path), ".conf"), Path: fe.path,
+			State: "invalid", Error: finalMessage(fe.err)})
 	}
 	for i := range rows {
 		if st, ok := attached[rows[i].Name]; ok {
@@ -239,33 +242,47 @@ func printVolumeTable(w io.Writer, rows []volumeRow) error {
 		case r.Device != "":
 			state = "attached " + r.Device
 		}
-		if r.LUN == nil {
+		if r.State == "invalid" {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", r.Name, state)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Target, *r.LUN,
+		lun := "first disk"
+		if r.LUN != nil {
+			lun = fmt.Sprint(*r.LUN)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Target, lun,
 			strings.Join(r.Portals, ","), r.Transport, r.Frontend, state)
 	}
 	return tw.Flush()
 }
 
+// fileError is a configuration file that did not parse: a
+// volume.ConfigErrors, or a *volume.ConfigError when it could not be read.
+type fileError struct {
+	path string
+	err  error
+}
+
+// multiError is an error joining others (errors.Join).
+type multiError interface{ Unwrap() []error }
+
 // configErrors splits ListConfigs' error into the files that did not
 // parse; any other error is returned as such.
-func configErrors(err error) ([]*volume.ConfigError, error) {
+func configErrors(err error) ([]fileError, error) {
 	if err == nil {
 		return nil, nil
 	}
 	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
+	if j, ok := err.(multiError); ok {
 		errs = j.Unwrap()
 	}
-	var out []*volume.ConfigError
+	var out []fileError
 	for _, e := range errs {
 		var ce *volume.ConfigError
 		if !errors.As(e, &ce) {
 			return nil, err
 		}
-		out = append(out, ce)
+		out = append(out, fileError{ce.Path, e})
 	}
 	return out, nil
 }
@@ -286,8 +303,8 @@ func volumeCheck(c *cli.Context) error {
 		for _, cfg := range cfgs {
 			results = append(results, result{name: cfg.Name, cfg: cfg})
 		}
-		for _, ce := range bad {
-			results = append(results, result{name: strings.TrimSuffix(filepath.Base(ce.Path), ".conf"), err: ce})
+		for _, fe := range bad {
+			results = append(results, result{name: strings.TrimSuffix(filepath.Base(fe.path), ".conf"), err: fe.err})
 		}
 		sort.SliceStable(results, func(i, j int) bool { return results[i].name < results[j].name })
 		if len(results) == 0 {

@@ -194,7 +194,7 @@ func TestVolumeListInvalid(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if len(rows) != 2 || rows[0].Name != "bad" || rows[0].State != "invalid" || rows[0].Error == "" ||
-		rows[1].Name != "good" || rows[1].State != "detached" || rows[1].LUN == nil {
+		rows[1].Name != "good" || rows[1].State != "detached" || rows[1].LUN != nil { // added without --lun
 		t.Fatalf("rows: %+v", rows)
 	}
 	out, _, err = runVolume(t, "check")

@@ -18,7 +18,7 @@ func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (port 3260 by default); repeat for more portals, tried in turn on recovery"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN"},
-		&cli.UintFlag{Name: "lun", Usage: "logical unit number (default: the target's lowest-numbered disk; tgt's LUN 0 is its controller)"},
+		&cli.UintFlag{Name: "lun", Usage: "logical unit number (tgt's LUN 0 is its controller)", DefaultText: "the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
 		&cli.IntFlag{Name: "queue-depth", Value: 128, Usage: "SCSI commands in flight"},
 		&cli.DurationFlag{Name: "login-timeout", Value: 15 * time.Second, Usage: "time allowed for connecting and logging in"},

@@ -9,7 +9,10 @@ import (
 	"github.com/iser-attach/iser-attach/volume"
 )
 
-func init() { frontends["nbd"] = attachNBD }
+func init() {
+	frontends["nbd"] = attachNBD
+	frontendChecks["nbd"] = nbdkernel.Supported
+}
 
 type nbdDevice struct {
 	d   *nbdkernel.Device

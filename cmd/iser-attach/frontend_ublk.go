@@ -12,7 +12,10 @@ import (
 	"github.com/iser-attach/iser-attach/volume"
 )
 
-func init() { frontends["ublk"] = attachUblk }
+func init() {
+	frontends["ublk"] = attachUblk
+	frontendChecks["ublk"] = func(context.Context) error { return ublk.Supported() }
+}
 
 // withBuffers lets ublk take its I/O buffers from the iSER datamover's
 // registered memory: the target's RDMA moves data straight to and from

@@ -9,7 +9,6 @@ import (
 	"runtime/pprof"
 	"strings"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 )
 
@@ -18,7 +17,7 @@ const appName = "iser-attach"
 func main() {
 	app := newApp()
 	if err := runApp(app, os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "iser-attach: %s\n", oneLine(err))
+		printFinalError(err)
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
 			os.Exit(ec.ExitCode())
@@ -82,28 +81,6 @@ func newApp() *cli.App {
 func init() {
 	cli.VersionPrinter = func(c *cli.Context) { printVersion(c.App.Writer) }
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version, the git revision and the Go version"}
-}
-
-var logger zerolog.Logger
-
-func setupLogger(c *cli.Context) error {
-	lvl, err := zerolog.ParseLevel(c.String("log-level"))
-	if err != nil {
-		return usageErrorf(nil, "--log-level: %s", err)
-	}
-	switch c.String("log-format") {
-	case "json":
-		logger = zerolog.New(os.Stderr).With().Timestamp().Logger()
-	case "console":
-		fi, _ := os.Stderr.Stat()
-		tty := fi != nil && fi.Mode()&os.ModeCharDevice != 0
-		logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !tty}).
-			With().Timestamp().Logger()
-	default:
-		return usageErrorf(nil, "--log-format: %q is neither json nor console", c.String("log-format"))
-	}
-	logger = logger.Level(lvl)
-	return nil
 }
 
 var profileFile *os.File
