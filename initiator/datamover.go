@@ -49,6 +49,10 @@ type Datamover interface {
 }
 
 // Task is one SCSI command's data, shared by the session and the datamover.
+// The session reuses a Task for a later command once TaskDone has returned;
+// it then changes ITT, LUN, Read and Write (and clears the rest) under the
+// Task's lock, so a datamover that found the Task under an older ITT checks
+// ITT and done under that lock before it touches the buffers.
 type Task struct {
 	ITT uint32
 	LUN [8]byte

@@ -36,7 +36,7 @@ const (
 
 // Tag is the caller's name for a command started with Submit, handed back
 // to its CommandDone.
-type Tag uint32
+type Tag uint16
 
 // CommandDone receives the end of a command started with Session.Submit or
 // Nexus.Submit.
