@@ -85,6 +85,11 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 		cmd.Attr = pdu.AttrSimple
 	}
 	copy(cmd.CDB[:], c.CDB)
+	if cp, ok := s.dm.(CommandPreparer); ok {
+		if err := cp.PrepareCommand(t); err != nil {
+			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+		}
+	}
 	var sentCmdSN uint32
 	handed := false
 	p, err := s.issue(ctx, false, t, func(itt, cmdSN, expStatSN uint32) error {
@@ -96,6 +101,7 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 		if handed && s.dead.Load() {
 			<-s.released // the datamover may have posted it: wait for teardown
 		}
+		s.dm.TaskDone(t) // returns a reservation never sent
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 	}
 	var expire <-chan time.Time

@@ -37,6 +37,8 @@ type Conn struct {
 	closed       bool
 	violations   []string
 	rkeyUses     map[uint32]int
+	skipRegs     int // RegisterMemory calls to let through before failRegs
+	failRegs     int // RegisterMemory calls left to fail
 
 	target *Target
 	work   chan func()
@@ -101,10 +103,29 @@ func (c *Conn) PeerPrivateData() []byte { return []byte{0, 0, 0, 0} }
 // RemoteAddr implements initiator.RDMAConn.
 func (c *Conn) RemoteAddr() string { return "fake-iser:3260" }
 
+// ErrRegister is what RegisterMemory returns while FailRegistrations lasts:
+// what ibv_reg_mr returns past RLIMIT_MEMLOCK.
+var ErrRegister = errors.New("ibv_reg_mr: cannot allocate memory")
+
+// FailRegistrations lets the next skip RegisterMemory calls through, then
+// makes n fail with ErrRegister, as a device does once RLIMIT_MEMLOCK is
+// reached.
+func (c *Conn) FailRegistrations(skip, n int) {
+	c.mu.Lock()
+	c.skipRegs, c.failRegs = skip, n
+	c.mu.Unlock()
+}
+
 // RegisterMemory implements initiator.RDMAConn.
 func (c *Conn) RegisterMemory(size int) (initiator.RDMAMemory, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.skipRegs > 0 {
+		c.skipRegs--
+	} else if c.failRegs > 0 {
+		c.failRegs--
+		return nil, fmt.Errorf("register %d bytes: %w", size, ErrRegister)
+	}
 	n := uint32(len(c.regions) + 1)
 	r := &region{buf: make([]byte, size), addr: uint64(n) << 40, lkey: 0x100 + n, rkey: 0x9000 + n}
 	c.regions = append(c.regions, r)
@@ -322,6 +343,13 @@ func (t *Target) Swallow(n int) {
 	t.mu.Lock()
 	t.swallow = n
 	t.mu.Unlock()
+}
+
+// Swallowing is how many of the commands Swallow named are still to come.
+func (t *Target) Swallowing() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.swallow
 }
 
 // SetTrickle makes the target a slow one: it RDMA-WRITEs read data in 4 KiB
