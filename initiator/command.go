@@ -155,10 +155,17 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 // dropped and p released after the teardown. It returns p's response when
 // the status arrived meanwhile, an error wrapping ErrTaskAborted when a
 // task management function ended the task, else the session error.
-// Error handling runs for one command at a time.
+// Error handling runs for one command at a time per LUN; a command whose
+// status (or a reset, or the session's end) arrives while it waits for
+// its turn returns at once, without error handling.
 func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*pdu.PDU, error) {
-	s.ehMu.Lock()
-	defer s.ehMu.Unlock()
+	turn := s.ehTurn(lun)
+	select {
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
+	case <-p.done:
+		return p.resp, p.err
+	}
 	tmo := tmfTimeout
 	if s.cfg.CommandTimeout > 0 {
 		tmo = min(tmo, s.cfg.CommandTimeout)
@@ -191,6 +198,23 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*p
 	}
 	<-p.done // a response, a reset, or the session's end (after the teardown)
 	return p.resp, p.err
+}
+
+// ehTurn returns lun's error-handling lock: a channel of one slot, held
+// (filled) by the command whose error handling runs on the LUN, so a
+// waiter can give up when its own command ends meanwhile.
+func (s *Session) ehTurn(lun [8]byte) chan struct{} {
+	s.ehMu.Lock()
+	defer s.ehMu.Unlock()
+	turn := s.ehLUN[lun]
+	if turn == nil {
+		if s.ehLUN == nil {
+			s.ehLUN = make(map[[8]byte]chan struct{})
+		}
+		turn = make(chan struct{}, 1)
+		s.ehLUN[lun] = turn
+	}
+	return turn
 }
 
 // waiting reports whether p still waits for its response.
