@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
 // Command is one SCSI command for Session.Do.
@@ -146,8 +147,21 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 		}
 	}
+	if !t.DataCounted && len(c.Read) > 0 && r.Status == uint8(scsi.StatusCheckCondition) &&
+		scsi.CheckStatus(scsi.Status(r.Status), r.Sense) == nil {
+		// A RECOVERED ERROR on a read whose Data-In nobody counted (iSER:
+		// RDMA placement): the target may have stopped early without
+		// saying so in the residual, leaving stale bytes in the buffer.
+		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", c.CDB[0], t.ITT, ErrUnverifiedRead)
+	}
 	return r, nil
 }
+
+// ErrUnverifiedRead is returned by Do for a read that ended in CHECK
+// CONDITION with RECOVERED ERROR over a datamover that cannot count the
+// bytes placed (iSER): the status does not vouch for the buffer, so the
+// read is not trusted. The session is sound; a LUN retries the read.
+var ErrUnverifiedRead = errors.New("read ended in RECOVERED ERROR and its data cannot be verified")
 
 // endTask ends the task behind p, whose caller stopped waiting for it,
 // and returns only when the target can no longer move its data: ABORT
