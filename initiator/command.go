@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
 // Command is one SCSI command for Session.Do.
@@ -85,6 +86,11 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 		cmd.Attr = pdu.AttrSimple
 	}
 	copy(cmd.CDB[:], c.CDB)
+	if cp, ok := s.dm.(CommandPreparer); ok {
+		if err := cp.PrepareCommand(t); err != nil {
+			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
+		}
+	}
 	var sentCmdSN uint32
 	handed := false
 	p, err := s.issue(ctx, false, t, func(itt, cmdSN, expStatSN uint32) error {
@@ -96,6 +102,7 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 		if handed && s.dead.Load() {
 			<-s.released // the datamover may have posted it: wait for teardown
 		}
+		s.dm.TaskDone(t) // returns a reservation never sent
 		return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 	}
 	var expire <-chan time.Time
@@ -140,8 +147,21 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 			return nil, fmt.Errorf("scsi command 0x%02x: %w", c.CDB[0], err)
 		}
 	}
+	if !t.DataCounted && len(c.Read) > 0 && r.Status == uint8(scsi.StatusCheckCondition) &&
+		scsi.CheckStatus(scsi.Status(r.Status), r.Sense) == nil {
+		// A RECOVERED ERROR on a read whose Data-In nobody counted (iSER:
+		// RDMA placement): the target may have stopped early without
+		// saying so in the residual, leaving stale bytes in the buffer.
+		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", c.CDB[0], t.ITT, ErrUnverifiedRead)
+	}
 	return r, nil
 }
+
+// ErrUnverifiedRead is returned by Do for a read that ended in CHECK
+// CONDITION with RECOVERED ERROR over a datamover that cannot count the
+// bytes placed (iSER): the status does not vouch for the buffer, so the
+// read is not trusted. The session is sound; a LUN retries the read.
+var ErrUnverifiedRead = errors.New("read ended in RECOVERED ERROR and its data cannot be verified")
 
 // endTask ends the task behind p, whose caller stopped waiting for it,
 // and returns only when the target can no longer move its data: ABORT
@@ -149,10 +169,17 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 // dropped and p released after the teardown. It returns p's response when
 // the status arrived meanwhile, an error wrapping ErrTaskAborted when a
 // task management function ended the task, else the session error.
-// Error handling runs for one command at a time.
+// Error handling runs for one command at a time per LUN; a command whose
+// status (or a reset, or the session's end) arrives while it waits for
+// its turn returns at once, without error handling.
 func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*pdu.PDU, error) {
-	s.ehMu.Lock()
-	defer s.ehMu.Unlock()
+	turn := s.ehTurn(lun)
+	select {
+	case turn <- struct{}{}:
+		defer func() { <-turn }()
+	case <-p.done:
+		return p.resp, p.err
+	}
 	tmo := tmfTimeout
 	if s.cfg.CommandTimeout > 0 {
 		tmo = min(tmo, s.cfg.CommandTimeout)
@@ -185,6 +212,23 @@ func (s *Session) endTask(p *pending, lun [8]byte, cmdSN uint32, why string) (*p
 	}
 	<-p.done // a response, a reset, or the session's end (after the teardown)
 	return p.resp, p.err
+}
+
+// ehTurn returns lun's error-handling lock: a channel of one slot, held
+// (filled) by the command whose error handling runs on the LUN, so a
+// waiter can give up when its own command ends meanwhile.
+func (s *Session) ehTurn(lun [8]byte) chan struct{} {
+	s.ehMu.Lock()
+	defer s.ehMu.Unlock()
+	turn := s.ehLUN[lun]
+	if turn == nil {
+		if s.ehLUN == nil {
+			s.ehLUN = make(map[[8]byte]chan struct{})
+		}
+		turn = make(chan struct{}, 1)
+		s.ehLUN[lun] = turn
+	}
+	return turn
 }
 
 // waiting reports whether p still waits for its response.

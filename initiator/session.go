@@ -108,7 +108,8 @@ type Session struct {
 	released  chan struct{} // closed by the reader once the datamover is closed
 	dead      atomic.Bool   // set by fail, for lock-free checks
 
-	ehMu     sync.Mutex // one command's error handling (abort, reset) at a time
+	ehMu     sync.Mutex                // guards ehLUN
+	ehLUN    map[[8]byte]chan struct{} // per LUN: one command's error handling (abort, reset) at a time
 	timeouts *atomic.Uint64
 }
 
