@@ -444,7 +444,7 @@ tgt_stop() {
 	tgtadm --op update --mode sys --name State -v offline >/dev/null 2>&1
 	tgtadm --lld iser --op delete --mode target --tid 1 --force >/dev/null 2>&1
 	tgtadm --op delete --mode system >/dev/null 2>&1
-	wait_for 10 sh -c '! pidof tgtd' || kill -9 $(pidof tgtd) 2>/dev/null
+	wait_for 10 sh -c '! pidof tgtd >/dev/null' || kill -9 $(pidof tgtd) 2>/dev/null
 	rm -rf /var/tmp/vmlab-tgt
 }
 
