@@ -14,8 +14,9 @@
 #   partition    every TCP packet of port 3260 dropped (nothing refused) for 6 s, longer than
 #                B's keepalive (--nop-interval 1s --nop-timeout 2s): B reinstates its session
 #   dm-suspend   LUN 0's dm device suspended for 10 s: the target stops completing commands
-#                but still answers NOPs; with --command-timeout (passed as 5s only when
-#                `iser-attach attach --help` lists it) the initiator must notice and recover
+#                but its connection stays; A's keepalive (--nop-timeout 15s) outlasts it, so
+#                only --command-timeout (passed as 5s only when `iser-attach attach --help`
+#                lists it) can act; without it the commands just wait for the resume
 # A fault survived iff its injection worked, both volumes are "attached" afterwards (with the
 # recovery the kind implies), both fio rounds verified every write, and both devices were
 # present in every sample taken during it. Hung I/O: a fio round that outlives its bound
@@ -74,7 +75,7 @@ fi
 attach_a() {
 	# shellcheck disable=SC2086
 	ia attach --daemon --frontend ublk --transport iser --portal "$portal" --target "$iqn" --lun 0 \
-		--name "$na" --replacement-timeout 60s --nop-interval 1s --nop-timeout 2s $cmdto
+		--name "$na" --replacement-timeout 60s --nop-interval 2s --nop-timeout 15s $cmdto
 }
 step rxe-up rxe_up
 step ublk-load ublk_load
@@ -188,7 +189,7 @@ fault() {
 		;;
 	dm-suspend)
 		lio_dm "$iqn" 0 suspend || return 1
-		echo "fault: LUN 0's dm device suspended for 10 s (commands stall, NOPs answered)"
+		echo "fault: LUN 0's dm device suspended for 10 s (commands stall, the connection stays)"
 		sleep 10
 		lio_dm "$iqn" 0 resume || return 1
 		echo "fault: LUN 0's dm device resumed"
@@ -236,6 +237,7 @@ for kind in $order; do
 	ok=1 why=
 	running=1
 	kill -0 $fa 2>/dev/null && kill -0 $fb 2>/dev/null || running=0
+	ma=$(vol_log_mark "$na") mb=$(vol_log_mark "$nb")
 	t0=$(date +%s)
 	if ! fault "$kind"; then
 		ok=0 why="the fault itself failed"
@@ -246,6 +248,12 @@ for kind in $order; do
 	vol_wait "$na" "$ca" 60 || { ok=0 why="${why:+$why; }A not ($ca)"; }
 	vol_wait "$nb" "$cb" 60 || { ok=0 why="${why:+$why; }B not ($cb)"; }
 	echo "soak $lbl: healed after $(($(date +%s) - t0)) s"
+	for v in a b; do # what each daemon logged about it (the causes)
+		eval "_m=\$m$v _n=\$n$v"
+		tail -n +$((_m + 1)) "/run/iser-attach/$_n.log" 2>/dev/null |
+			jq -R -c 'fromjson? | select(.level == "warn" or .level == "error") | [.message, .error]' 2>/dev/null |
+			head -n 4 | sed "s/^/soak $lbl: $v log: /"
+	done
 	wait $fa $fb || true
 	kill $wa $wb 2>/dev/null
 	wait $wa $wb 2>/dev/null || true
@@ -269,6 +277,10 @@ for kind in $order; do
 	else
 		echo "soak $lbl: NOT survived: $why"
 	fi
+	if dmesg | tail -n +$((dmesg_mark + 1)) | grep -E -m 3 'BUG:|Oops|blocked for more than'; then
+		echo "soak: the guest kernel oopsed or hung during $lbl (above; console.log has the trace); the $((N - i)) faults left count as not survived"
+		break
+	fi
 	dev_present "$deva" && dev_present "$devb" || {
 		echo "soak: a device is gone after $lbl; the $((N - i)) faults left count as not survived"
 		break
@@ -289,8 +301,8 @@ if grep -E "I/O error.*(${deva#/dev/}|${devb#/dev/})|EXT4-fs error" "$VMLAB_RESU
 	echo "soak: kernel I/O or ext4 errors (above)"
 	fs_ok=0
 fi
-umount "$mnt" || fs_ok=0
-e2fsck -f -n "$deva" >"$VMLAB_RESULTS/fsck.txt" 2>&1 || {
+timeout 30 umount "$mnt" || fs_ok=0
+timeout 60 e2fsck -f -n "$deva" >"$VMLAB_RESULTS/fsck.txt" 2>&1 || {
 	cat "$VMLAB_RESULTS/fsck.txt"
 	echo "soak: e2fsck found errors on $deva"
 	fs_ok=0
