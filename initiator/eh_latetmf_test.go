@@ -28,12 +28,11 @@ func TestLateAbortResponseDoesNotDropTheSession(t *testing.T) {
 				return nil
 			}
 		case pdu.OpTaskMgmtReq:
-			var r pdu.TaskMgmtRequest
-			_ = r.Unmarshal(&req.BHS)
-			if r.Function == pdu.TMFAbortTask {
+			if r := tmfRequest(req); r.Function == pdu.TMFAbortTask {
 				// "Task does not exist", a little after the TMF timeout.
-				resp := pdu.TaskMgmtResponse{Response: 1, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-				return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil), Delay: tmo + 100*time.Millisecond}}
+				late := tmfReply(tg, r.ITT, 1)
+				late.Delay = tmo + 100*time.Millisecond
+				return []iscsitest.Reply{late}
 			}
 		}
 		return tg.Good(req)

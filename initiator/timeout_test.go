@@ -26,6 +26,21 @@ type pduLog struct {
 	seen map[int][]string
 }
 
+// tmfRequest decodes the Task Management Function Request req.
+func tmfRequest(req *pdu.PDU) pdu.TaskMgmtRequest {
+	var r pdu.TaskMgmtRequest
+	_ = r.Unmarshal(&req.BHS)
+	return r
+}
+
+// tmfReply is the fake target's Task Management Function Response to the
+// TMF with task tag itt; response is RFC 7143's code (0 function complete,
+// 1 task does not exist, 5 function rejected).
+func tmfReply(tg *iscsitest.Target, itt uint32, response uint8) iscsitest.Reply {
+	resp := pdu.TaskMgmtResponse{Response: response, ITT: itt, TargetSNs: tg.SNs(true)}
+	return iscsitest.Reply{PDU: pdu.NewPDU(&resp, nil)}
+}
+
 func (l *pduLog) add(conn int, req *pdu.PDU) {
 	var s string
 	switch req.BHS.Opcode() {
@@ -34,8 +49,7 @@ func (l *pduLog) add(conn int, req *pdu.PDU) {
 		_ = c.Unmarshal(&req.BHS)
 		s = fmt.Sprintf("scsi itt=%d cmdsn=%d", c.ITT, c.CmdSN)
 	case pdu.OpTaskMgmtReq:
-		var r pdu.TaskMgmtRequest
-		_ = r.Unmarshal(&req.BHS)
+		r := tmfRequest(req)
 		switch r.Function {
 		case pdu.TMFAbortTask:
 			s = fmt.Sprintf("abort rtt=%d refcmdsn=%d", r.RTT, r.RefCmdSN)
@@ -226,11 +240,8 @@ func TestNexusLUNResetEndsEveryTaskOnTheLUN(t *testing.T) {
 					return nil
 				}
 			case pdu.OpTaskMgmtReq:
-				var r pdu.TaskMgmtRequest
-				_ = r.Unmarshal(&req.BHS)
-				if r.Function == pdu.TMFAbortTask {
-					resp := pdu.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-					return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil)}}
+				if r := tmfRequest(req); r.Function == pdu.TMFAbortTask {
+					return []iscsitest.Reply{tmfReply(tg, r.ITT, 5)}
 				}
 			}
 			return tg.Good(req)
