@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,20 @@ const cmdTimeout = 100 * time.Millisecond
 type pduLog struct {
 	mu   sync.Mutex
 	seen map[int][]string
+}
+
+// swallowFirstCommand is a fake target's handler that acknowledges the
+// first SCSI command it sees and never answers it, and hands every other
+// request to h. One handler may serve several connections.
+func swallowFirstCommand(h iscsitest.Handler) iscsitest.Handler {
+	var swallowed atomic.Bool
+	return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand && swallowed.CompareAndSwap(false, true) {
+			tg.Ack(req)
+			return nil
+		}
+		return h(tg, req)
+	}
 }
 
 // tmfRequest decodes the Task Management Function Request req.
@@ -133,22 +148,11 @@ func TestNexusDroppedCommandEscalatesToSessionDrop(t *testing.T) {
 // session, without a reset or a reconnect.
 func TestNexusAbortedCommandIsReissued(t *testing.T) {
 	var log pduLog
-	var mu sync.Mutex
-	swallowed := false
+	target := swallowFirstCommand(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply { return tg.Good(req) })
 	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
 		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			log.add(n, req)
-			if req.BHS.Opcode() == pdu.OpSCSICommand {
-				mu.Lock()
-				first := !swallowed
-				swallowed = true
-				mu.Unlock()
-				if first {
-					tg.Ack(req)
-					return nil
-				}
-			}
-			return tg.Good(req)
+			return target(tg, req)
 		}
 	}}
 	nx := dialNexus(t, f, withCommandTimeout)
