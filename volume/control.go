@@ -36,8 +36,11 @@ type Status struct {
 	// sessions lost; LastError is why the last one ended.
 	Recoveries uint64 `json:"recoveries"`
 	Faults     uint64 `json:"faults"`
-	LastError  string `json:"last_error,omitempty"`
-	WWN        string `json:"wwn,omitempty"`
+	// CommandTimeouts counts SCSI commands that got no status within the
+	// command timeout (each then aborted, reset or reissued).
+	CommandTimeouts uint64 `json:"command_timeouts"`
+	LastError       string `json:"last_error,omitempty"`
+	WWN             string `json:"wwn,omitempty"`
 	// Initiator is the initiator name the session logged in with.
 	Initiator string   `json:"initiator,omitempty"`
 	Link      string   `json:"link,omitempty"`

@@ -238,6 +238,7 @@ func nexusState(s initiator.NexusState, healthy string) string {
 func setNexusFields(st *volume.Status, ns initiator.NexusStatus) {
 	st.Portal, st.Transport = ns.Portal, ns.Transport
 	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults
+	st.CommandTimeouts = ns.CommandTimeouts
 	if ns.LastError != nil {
 		st.LastError = ns.LastError.Error()
 	}

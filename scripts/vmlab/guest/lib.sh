@@ -651,7 +651,7 @@ vmlab_run_dir() {
 # fails the recovery tests here, rather than later with a less clear cause).
 has_recovery_flags() {
 	iser-attach attach --help >/tmp/attach-help.txt 2>&1 || true
-	for f in --replacement-timeout --nop-interval --nop-timeout; do
+	for f in --replacement-timeout --nop-interval --nop-timeout --command-timeout; do
 		grep -q -- "$f" /tmp/attach-help.txt || {
 			echo "iser-attach attach has no $f"
 			return 1

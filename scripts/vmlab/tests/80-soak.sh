@@ -15,8 +15,8 @@
 #                B's keepalive (--nop-interval 1s --nop-timeout 2s): B reinstates its session
 #   dm-suspend   LUN 0's dm device suspended for 10 s: the target stops completing commands
 #                but its connection stays; A's keepalive (--nop-timeout 15s) outlasts it, so
-#                only --command-timeout (passed as 5s only when `iser-attach attach --help`
-#                lists it) can act; without it the commands just wait for the resume
+#                only --command-timeout (5s) can act: A must count command timeouts and
+#                recover (ABORT TASK, LU RESET, session drop and reissue as the target allows)
 # A fault survived iff its injection worked, both volumes are "attached" afterwards (with the
 # recovery the kind implies), both fio rounds verified every write, and both devices were
 # present in every sample taken during it. Hung I/O: a fio round that outlives its bound
@@ -62,16 +62,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-# attach_a: ublk over iSER; --command-timeout 5s when this binary has it.
-cmdto=
+# attach_a: ublk over iSER with a 5 s command timeout, shorter than the 10 s dm-suspend.
+cmdto="--command-timeout 5s"
 step binaries test -x "$VMLAB_BIN/iser-attach"
 step recovery-flags has_recovery_flags
-if grep -q -- --command-timeout /tmp/attach-help.txt; then
-	cmdto="--command-timeout 5s"
-	echo "soak: attach has --command-timeout: dm-suspend (10 s) outlasts a 5 s command timeout"
-else
-	echo "soak: attach has no --command-timeout: dm-suspend (10 s) only stalls commands"
-fi
 attach_a() {
 	# shellcheck disable=SC2086
 	ia attach --daemon --frontend ublk --transport iser --portal "$portal" --target "$iqn" --lun 0 \
@@ -146,7 +140,7 @@ fio_round() {
 }
 
 # The faults. Each returns once it has healed; EXPECT_A / EXPECT_B: the jq condition each
-# volume must meet afterwards ($R0 / $PID0: recoveries / pid before).
+# volume must meet afterwards ($R0 / $PID0 / $T0: recoveries / pid / command timeouts before).
 restart_a() { # restart_a SIGNAL: stop A's daemon, check the device stays, start it again
 	_p=$(vol_status "$na" | jq -r .pid) || return 1
 	kill "-$1" "$_p" || return 1
@@ -188,6 +182,7 @@ fault() {
 		fault_tcp_partition 3260 6
 		;;
 	dm-suspend)
+		EXPECT_A='.state == "attached" and .command_timeouts > $T0'
 		lio_dm "$iqn" 0 suspend || return 1
 		echo "fault: LUN 0's dm device suspended for 10 s (commands stall, the connection stays)"
 		sleep 10
@@ -221,7 +216,7 @@ for kind in $order; do
 		echo "soak $lbl: no status for a volume; stopping"
 		break
 	}
-	ra=$(echo "$st_a" | jq .recoveries) pa=$(echo "$st_a" | jq .pid)
+	ra=$(echo "$st_a" | jq .recoveries) pa=$(echo "$st_a" | jq .pid) ta=$(echo "$st_a" | jq .command_timeouts)
 	rb=$(echo "$st_b" | jq .recoveries) pb=$(echo "$st_b" | jq .pid)
 	slot=$((i % 8))
 	echo "=== soak $lbl (fault $i/$N): A $(echo "$st_a" | jq -c '{state, recoveries, pid}'), B $(echo "$st_b" | jq -c '{state, recoveries, pid}')"
@@ -243,7 +238,7 @@ for kind in $order; do
 		ok=0 why="the fault itself failed"
 	fi
 	[ $running = 1 ] || { ok=0 why="${why:+$why; }a fio round ended before the fault began"; }
-	ca=$(echo "$EXPECT_A" | sed "s/\$R0/$ra/g; s/\$PID0/$pa/g")
+	ca=$(echo "$EXPECT_A" | sed "s/\$R0/$ra/g; s/\$PID0/$pa/g; s/\$T0/$ta/g")
 	cb=$(echo "$EXPECT_B" | sed "s/\$R0/$rb/g; s/\$PID0/$pb/g")
 	vol_wait "$na" "$ca" 60 || { ok=0 why="${why:+$why; }A not ($ca)"; }
 	vol_wait "$nb" "$cb" 60 || { ok=0 why="${why:+$why; }B not ($cb)"; }
