@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 4s
 BIN      := bin
 
-.PHONY: all build build-nocgo test-bins vet unit fuzz e2e test demo bench-tcp bench-vm clean deb deb-check test-deps demo-deps
+.PHONY: all build build-nocgo test-bins vet unit fuzz e2e test demo bench-tcp bench-vm clean deb deb-check test-deps demo-deps soak
 
 # The version the binary reports (iser-attach version) and the package carries: the VERSION
 # file, else git describe. REVISION is for builds Go cannot stamp with vcs.revision (worktrees).
@@ -45,6 +45,14 @@ fuzz:
 # The VM lab: soft-RoCE, LIO with iSER, the kernel initiators, nbd, ublk.
 e2e: build build-nocgo test-bins
 	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
+
+# The VM lab's soak test alone (tests/80-soak.sh): SOAK_FAULTS random faults on two volumes
+# (e2e runs 12); VMLAB_SOAK_SEED=N repeats a run's order, VMLAB_SOAK_KINDS picks fault kinds.
+SOAK_FAULTS ?= 50
+soak: build build-nocgo test-bins
+	ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='80-*' VMLAB_SOAK_FAULTS=$(SOAK_FAULTS) \
+		VMLAB_TEST_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 240 )) \
+		ISER_VMLAB_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 420 )) scripts/vmlab/vmlab.sh e2e
 
 # The packages the tests need first (scripts/deps.sh: installs only what is missing), then the
 # shell tools' host tests (seconds; script-tests below).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
 // Command is one SCSI command for Session.Do.
@@ -88,9 +89,8 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 	t := &s.tt.tasks[idx]
 	itt := t.itt
 	s.fillLocked(t, c)
-	err := s.startLocked(idx)
 	s.mu.Unlock()
-	s.afterStart(err)
+	s.launch(idx)
 	select {
 	case <-t.ch:
 	case <-ctx.Done():
@@ -113,7 +113,8 @@ func (s *Session) Do(ctx context.Context, c *Command) (*Result, error) {
 // until then. When every command entry (QueueDepth) is in use the command
 // waits for one, after the Submits before it. Submit returns an error, and
 // done is not called, only for an invalid command or a session that has
-// ended. On the common path Submit allocates nothing.
+// ended; any other failure comes through done, which may then be called
+// before Submit returns. On the common path Submit allocates nothing.
 func (s *Session) Submit(c *Command, done CommandDone, tag Tag) error {
 	if err := checkCommand(c); err != nil {
 		return err
@@ -134,9 +135,8 @@ func (s *Session) Submit(c *Command, done CommandDone, tag Tag) error {
 			t := &s.tt.tasks[idx]
 			s.fillLocked(t, c)
 			t.done, t.cookie = done, tag
-			err := s.startLocked(idx)
 			s.mu.Unlock()
-			s.afterStart(err)
+			s.launch(idx)
 			return nil
 		default:
 		}
@@ -158,18 +158,40 @@ type queuedCmd struct {
 	cookie Tag
 }
 
-// startQueuedLocked starts a queued Submit on an entry whose token it
-// inherits.
-func (s *Session) startQueuedLocked(q *queuedCmd) {
+// takeQueuedLocked gives the oldest queued Submit the entry at idx, just
+// freed, whose token it inherits; the caller launches it.
+func (s *Session) takeQueuedLocked(q *queuedCmd) int {
 	idx := s.tt.alloc(true)
 	t := &s.tt.tasks[idx]
 	q.c.CDB = q.cdb[:q.cdbLen]
 	s.fillLocked(t, &q.c)
 	t.done, t.cookie = q.done, q.cookie
-	if err := s.startLocked(idx); err != nil {
-		s.sendErr = err // failed by the goroutine that unlocks
+	return idx
+}
+
+// launch starts the command prepared at idx: the datamover reserves what
+// it needs first (CommandPreparer, outside the session's lock: it may
+// register memory), so that a failure there ends only this command, before
+// it takes a CmdSN.
+func (s *Session) launch(idx int) {
+	t := &s.tt.tasks[idx]
+	var err error
+	if cp, ok := s.dm.(CommandPreparer); ok {
+		err = cp.PrepareCommand(&t.dt)
 	}
-	s.kickPending = true
+	s.mu.Lock()
+	if err == nil && s.err != nil {
+		err = s.err
+	}
+	if err != nil {
+		t.err, t.state = err, taskDone
+		s.mu.Unlock()
+		s.finish(idx)
+		return
+	}
+	err = s.startLocked(idx)
+	s.mu.Unlock()
+	s.afterStart(err)
 }
 
 func checkCommand(c *Command) error {
@@ -190,12 +212,12 @@ func (s *Session) fillLocked(t *task, c *Command) {
 		t.cmd.Attr = pdu.AttrSimple
 	}
 	copy(t.cmd.CDB[:], c.CDB)
-	t.sent = false
+	t.state = taskPrep
 	// The task's datamover view is reused: a datamover that looked it up
 	// under an earlier ITT checks ITT and done under mu before placing data.
 	t.dt.mu.Lock()
 	t.dt.ITT, t.dt.LUN, t.dt.Read, t.dt.Write = t.itt, c.LUN, c.Read, c.Write
-	t.dt.Received, t.dt.DataCounted, t.dt.done, t.dt.ended = 0, false, false, false
+	t.dt.Received, t.dt.DataCounted, t.dt.done, t.dt.ended, t.dt.dm = 0, false, false, false, nil
 	t.dt.mu.Unlock()
 }
 
@@ -219,7 +241,7 @@ func (s *Session) sendLocked(idx int) error {
 	t.cmdSN = s.cmdSN
 	s.cmdSN++
 	t.cmd.ITT, t.cmd.CmdSN, t.cmd.ExpStatSN = t.itt, t.cmdSN, s.expStatSN
-	t.state, t.sent, t.since = taskSent, true, time.Now()
+	t.state, t.since = taskSent, time.Now()
 	s.tt.outstanding++
 	s.tt.link(idx)
 	s.armLocked()
@@ -277,9 +299,7 @@ func (s *Session) finish(idx int) {
 		t.ch <- struct{}{}
 		return
 	}
-	if t.sent {
-		s.dm.TaskDone(&t.dt)
-	}
+	s.dm.TaskDone(&t.dt) // also returns a reservation never sent
 	if t.done == nil {
 		t.ch <- struct{}{}
 		return
@@ -293,11 +313,10 @@ func (s *Session) finish(idx int) {
 // and posts a queued Submit that took it over.
 func (s *Session) free(idx int) {
 	s.mu.Lock()
-	s.freeLocked(idx)
-	kick := s.kickPending
+	next := s.freeLocked(idx)
 	s.mu.Unlock()
-	if kick {
-		s.afterStart(nil)
+	if next >= 0 {
+		s.launch(next)
 	}
 }
 
@@ -329,8 +348,21 @@ func (s *Session) outcome(t *task) (*Result, error) {
 			return nil, fmt.Errorf("scsi command 0x%02x: %w", op, err)
 		}
 	}
+	if !t.dt.DataCounted && len(t.dt.Read) > 0 && r.Status == uint8(scsi.StatusCheckCondition) &&
+		scsi.CheckStatus(scsi.Status(r.Status), r.Sense) == nil {
+		// A RECOVERED ERROR on a read whose Data-In nobody counted (iSER:
+		// RDMA placement): the target may have stopped early without
+		// saying so in the residual, leaving stale bytes in the buffer.
+		return nil, fmt.Errorf("scsi command 0x%02x: ITT 0x%x: %w", op, t.dt.ITT, ErrUnverifiedRead)
+	}
 	return r, nil
 }
+
+// ErrUnverifiedRead is returned by Do for a read that ended in CHECK
+// CONDITION with RECOVERED ERROR over a datamover that cannot count the
+// bytes placed (iSER): the status does not vouch for the buffer, so the
+// read is not trusted. The session is sound; a LUN retries the read.
+var ErrUnverifiedRead = errors.New("read ended in RECOVERED ERROR and its data cannot be verified")
 
 // tmf runs one task management function, bounded by tmo.
 func (s *Session) tmf(tmo time.Duration, fn uint8, lun [8]byte, refITT, refCmdSN uint32) (uint32, error) {

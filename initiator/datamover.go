@@ -48,6 +48,15 @@ type Datamover interface {
 	Close() error
 }
 
+// CommandPreparer is a datamover that reserves a command's resources (the
+// iSER bounce slot) before the session gives the command a CmdSN. An error
+// fails only that command: the session stays up, where the same error from
+// SendCommand, after the CmdSN was taken, would drop it. The reservation is
+// used by SendCommand and returned by TaskDone.
+type CommandPreparer interface {
+	PrepareCommand(t *Task) error
+}
+
 // Task is one SCSI command's data, shared by the session and the datamover.
 // The session reuses a Task for a later command once TaskDone has returned;
 // it then changes ITT, LUN, Read and Write (and clears the rest) under the

@@ -5,57 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/internal/testnet"
 	"github.com/iser-attach/iser-attach/rdma"
 )
-
-// quietListener accepts TCP connections and never writes to them.
-func quietListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // TestDialAutoLogsChoiceOnce: auto mode's transport choice is an info
 // line the first time a portal is dialled and a debug line when the same
 // choice is made again (as on every recovery).
 func TestDialAutoLogsChoiceOnce(t *testing.T) {
-	addr := quietListener(t)
+	addr := testnet.SilentListener(t)
 	var buf bytes.Buffer
 	log := zerolog.New(&buf).Level(zerolog.DebugLevel)
 	for range 3 {
@@ -103,7 +68,7 @@ func TestDialISERHintsWithoutDevice(t *testing.T) {
 // never answers is "no login response from P within T", still matching
 // context.DeadlineExceeded.
 func TestConnectNoLoginResponse(t *testing.T) {
-	addr := quietListener(t)
+	addr := testnet.SilentListener(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: addr},

@@ -2,6 +2,7 @@ package initiator
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
@@ -9,7 +10,7 @@ import (
 
 // This file holds the session's deadlines and error handling: the watchdog
 // that finds timed-out commands and a window closed too long, and the
-// error-handling goroutine that ends abandoned tasks at the target.
+// per-LUN error-handling goroutines that end abandoned tasks at the target.
 
 // ehReq asks the error handler to end the task at idx (while it still has
 // itt).
@@ -45,7 +46,6 @@ func (s *Session) checkDeadlines() {
 	now := time.Now()
 	ct := s.cfg.CommandTimeout
 	var next time.Time
-	queued := false
 	for h := s.tt.head; h >= 0; h = s.tt.head {
 		t := &s.tt.tasks[h]
 		if now.Sub(t.since) < ct {
@@ -54,8 +54,7 @@ func (s *Session) checkDeadlines() {
 		}
 		s.tt.unlink(int(h))
 		t.state, t.why = taskEH, whyTimedOut
-		s.ehq = append(s.ehq, ehReq{idx: int(h), itt: t.itt, lun: t.dt.LUN, cmdSN: t.cmdSN})
-		queued = true
+		s.queueEHLocked(ehReq{idx: int(h), itt: t.itt, lun: t.dt.LUN, cmdSN: t.cmdSN})
 		s.timeouts.Add(1)
 		s.log.Warn().Uint8("op", t.cmd.CDB[0]).Uint32("itt", t.itt).Dur("timeout", ct).
 			Msg("scsi command timed out: aborting it")
@@ -80,12 +79,6 @@ func (s *Session) checkDeadlines() {
 		s.wdArmed = true
 	}
 	s.mu.Unlock()
-	if queued {
-		select {
-		case s.ehWake <- struct{}{}:
-		default:
-		}
-	}
 	if closed {
 		s.windowClosed(maxCmdSN, cmdSN)
 	}
@@ -112,41 +105,46 @@ func (s *Session) cancel(idx int, itt uint32, cause error) {
 	case taskSent:
 		s.tt.unlink(idx)
 		t.state, t.why, t.cancelErr = taskEH, whyCancelled, cause
-		s.ehq = append(s.ehq, ehReq{idx: idx, itt: itt, lun: t.dt.LUN, cmdSN: t.cmdSN})
+		s.queueEHLocked(ehReq{idx: idx, itt: itt, lun: t.dt.LUN, cmdSN: t.cmdSN})
 		s.mu.Unlock()
-		select {
-		case s.ehWake <- struct{}{}:
-		default:
-		}
 		return
 	}
 	s.mu.Unlock()
 }
 
-// errorHandler is the session's error-handling goroutine: it ends the
-// tasks handed to it one at a time, until the session ends (the teardown
-// then releases what is left).
-func (s *Session) errorHandler() {
+// queueEHLocked hands a task to the error handling of its LUN, starting
+// that LUN's handler when none runs. Error handling runs for one command at
+// a time per LUN: a LUN's escalation does not wait behind another's.
+func (s *Session) queueEHLocked(r ehReq) {
+	s.ehq = append(s.ehq, r)
+	if s.err != nil || s.ehBusy[r.lun] {
+		return
+	}
+	if s.ehBusy == nil {
+		s.ehBusy = make(map[[8]byte]bool)
+	}
+	s.ehBusy[r.lun] = true
+	s.wg.Add(1)
+	go s.errorHandler(r.lun)
+}
+
+// errorHandler ends lun's tasks handed to error handling, one at a time,
+// until none is left or the session ends (the teardown then releases what
+// is left).
+func (s *Session) errorHandler(lun [8]byte) {
 	defer s.wg.Done()
 	for {
-		select {
-		case <-s.ehWake:
-		case <-s.failed:
+		s.mu.Lock()
+		k := slices.IndexFunc(s.ehq, func(r ehReq) bool { return r.lun == lun })
+		if k < 0 || s.err != nil {
+			delete(s.ehBusy, lun)
+			s.mu.Unlock()
 			return
 		}
-		for {
-			s.mu.Lock()
-			if len(s.ehq) == 0 || s.err != nil {
-				s.ehq = s.ehq[:0]
-				s.mu.Unlock()
-				break
-			}
-			r := s.ehq[0]
-			copy(s.ehq, s.ehq[1:])
-			s.ehq = s.ehq[:len(s.ehq)-1]
-			s.mu.Unlock()
-			s.endTask(r)
-		}
+		r := s.ehq[k]
+		s.ehq = slices.Delete(s.ehq, k, k+1)
+		s.mu.Unlock()
+		s.endTask(r)
 	}
 }
 

@@ -18,26 +18,17 @@ import (
 // waiter was unregistered on timeout) and the reader fails the session.
 func TestLateAbortResponseDoesNotDropTheSession(t *testing.T) {
 	const tmo = 200 * time.Millisecond
-	swallowed := false
-	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
-		switch req.BHS.Opcode() {
-		case pdu.OpSCSICommand:
-			if !swallowed {
-				swallowed = true
-				tg.Ack(req)
-				return nil
-			}
-		case pdu.OpTaskMgmtReq:
-			var r pdu.TaskMgmtRequest
-			_ = r.Unmarshal(&req.BHS)
-			if r.Function == pdu.TMFAbortTask {
+	s, _, err := loginTo(t, withLogin(swallowFirstCommand(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpTaskMgmtReq {
+			if r := tmfRequest(req); r.Function == pdu.TMFAbortTask {
 				// "Task does not exist", a little after the TMF timeout.
-				resp := pdu.TaskMgmtResponse{Response: 1, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-				return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil), Delay: tmo + 100*time.Millisecond}}
+				late := tmfReply(tg, r.ITT, 1)
+				late.Delay = tmo + 100*time.Millisecond
+				return []iscsitest.Reply{late}
 			}
 		}
 		return tg.Good(req)
-	}), func(c *initiator.SessionConfig) { c.CommandTimeout = tmo; c.NOPInterval = -1 })
+	})), func(c *initiator.SessionConfig) { c.CommandTimeout = tmo; c.NOPInterval = -1 })
 	if err != nil {
 		t.Fatal(err)
 	}

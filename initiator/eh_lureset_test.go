@@ -37,18 +37,15 @@ func TestLUResetDoesNotEndCommandsSentAfterIt(t *testing.T) {
 			}
 			if n == 2 {
 				// B arrived after the reset: the reset completes, then B runs.
-				tmf := pdu.TaskMgmtResponse{ITT: resetITT, TargetSNs: tg.SNs(true)}
-				out := []iscsitest.Reply{{PDU: pdu.NewPDU(&tmf, nil)}}
+				out := []iscsitest.Reply{tmfReply(tg, resetITT, 0)}
 				good := tg.Good(req)
 				good[0].Delay = 100 * time.Millisecond // B takes a moment to execute
 				return append(out, good...)
 			}
 		case pdu.OpTaskMgmtReq:
-			var r pdu.TaskMgmtRequest
-			_ = r.Unmarshal(&req.BHS)
+			r := tmfRequest(req)
 			if r.Function == pdu.TMFAbortTask {
-				resp := pdu.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-				return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil)}}
+				return []iscsitest.Reply{tmfReply(tg, r.ITT, 5)}
 			}
 			if r.Function == pdu.TMFLogicalUnitReset {
 				resetITT = r.ITT

@@ -18,26 +18,18 @@ import (
 // the escalation never gets a chance whenever the window is full.
 func TestFullWindowDoesNotPreemptTheAbort(t *testing.T) {
 	const tmo = 300 * time.Millisecond
-	swallowed := false
-	s, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
-		if req.BHS.Opcode() == pdu.OpLoginReq {
+	s, _, err := loginTo(t, swallowFirstCommand(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		switch req.BHS.Opcode() {
+		case pdu.OpLoginReq:
 			tg.Window = 1
 			return tg.Login(req, iscsitest.LoginOptions{})
-		}
-		switch req.BHS.Opcode() {
-		case pdu.OpSCSICommand:
-			if !swallowed {
-				swallowed = true
-				tg.Ack(req)
-				return nil
-			}
 		case pdu.OpTaskMgmtReq:
 			r := tg.Good(req)
 			r[0].Delay = 100 * time.Millisecond
 			return r
 		}
 		return tg.Good(req)
-	}, func(c *initiator.SessionConfig) { c.CommandTimeout = tmo; c.NOPInterval = -1 })
+	}), func(c *initiator.SessionConfig) { c.CommandTimeout = tmo; c.NOPInterval = -1 })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,6 +124,8 @@ type iserTask struct {
 	base      int // offset of the buffer in mem
 	responded bool
 	rejected  bool // the target Rejected the command: it never started
+	sent      bool // SendCommand took it: a reservation is used once
+	queued    bool // its SEND was queued: the target may access the buffer
 }
 
 // NewISERDatamover runs iSER over an established RDMA connection, for up to
@@ -150,6 +152,12 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		return nil, fmt.Errorf("iser: register control buffers: %w", err)
 	}
 	d.pinned = int64(len(d.ctrl.Bytes()))
+	// The first chunk of the bounce pool now, so that too little locked
+	// memory is a connect error rather than a failing command.
+	if err := d.growBounceLocked(); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	d.posted = make([]bool, d.nRecv)
 	for i := d.nSend - 1; i >= 0; i-- {
 		d.freeSend = append(d.freeSend, i)
@@ -362,9 +370,6 @@ func (d *ISERDatamover) RegisterIOBuffers(mem []byte) error {
 // It is queued; Kick posts it.
 func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	n := len(t.Read) + len(t.Write)
-	if n > d.slot {
-		return fmt.Errorf("iser: %d-byte transfer exceeds %d", n, d.slot)
-	}
 	buf := t.Read
 	if len(t.Write) > 0 {
 		buf = t.Write
@@ -374,18 +379,18 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	if d.closed {
 		return d.closedErr()
 	}
-	st := &iserTask{t: t, slot: -1}
+	st, _ := t.dm.(*iserTask) // reserved by PrepareCommand
+	if st == nil || st.sent {
+		var err error
+		if st, err = d.prepareLocked(t, buf); err != nil {
+			return err
+		}
+	}
+	st.sent = true
 	var addr uint64
 	if n > 0 {
-		if m, off := d.registered(buf); m != nil {
-			st.mem, st.base = m, off
-		} else {
-			slot, m, off, err := d.bounceSlotLocked()
-			if err != nil {
-				return err
-			}
-			st.slot, st.mem, st.base = slot, m, off
-			copy(m.Bytes()[off:], t.Write)
+		if st.slot >= 0 {
+			copy(st.mem.Bytes()[st.base:], t.Write)
 		}
 		addr = st.mem.Addr() + uint64(st.base)
 	}
@@ -420,10 +425,52 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	if imm > 0 {
 		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: st.mem.LKey()})
 	}
-	t.dm = st
+	st.queued = true
 	d.tasks[cmd.ITT] = st
 	d.queueSendLocked(i, sges) // posted by Kick, after the session's lock
 	return nil
+}
+
+// PrepareCommand implements CommandPreparer: it reserves t's bounce slot
+// (registering another chunk of the pool if need be) before the session
+// gives the command a CmdSN, so that a shortage of registered memory fails
+// only this command. SendCommand uses the reservation; TaskDone returns it
+// when the command was never sent.
+func (d *ISERDatamover) PrepareCommand(t *Task) error {
+	buf := t.Read
+	if len(t.Write) > 0 {
+		buf = t.Write
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return d.closedErr()
+	}
+	_, err := d.prepareLocked(t, buf)
+	return err
+}
+
+// prepareLocked finds the registered memory t's buffer moves through: the
+// caller's (RegisterIOBuffers) or a bounce slot.
+func (d *ISERDatamover) prepareLocked(t *Task, buf []byte) (*iserTask, error) {
+	n := len(t.Read) + len(t.Write)
+	if n > d.slot {
+		return nil, fmt.Errorf("iser: %d-byte transfer exceeds %d", n, d.slot)
+	}
+	st := &iserTask{t: t, slot: -1}
+	if n > 0 {
+		if m, off := d.registered(buf); m != nil {
+			st.mem, st.base = m, off
+		} else {
+			slot, m, off, err := d.bounceSlotLocked()
+			if err != nil {
+				return nil, err
+			}
+			st.slot, st.mem, st.base = slot, m, off
+		}
+	}
+	t.dm = st
+	return st, nil
 }
 
 func (d *ISERDatamover) releaseLocked(st *iserTask) {
@@ -444,6 +491,9 @@ func (d *ISERDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
 	st, _ := t.dm.(*iserTask)
 	if st == nil || d.tasks[t.ITT] != st {
+		if st != nil && !st.queued {
+			d.releaseLocked(st) // reserved, never sent: the target never saw it
+		}
 		d.mu.Unlock()
 		return
 	}

@@ -1,6 +1,15 @@
 package initiator
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoBounceSlot is wrapped by the error of a command that found no
+// registered bounce slot for its buffer: the pool is at its cap, or
+// registering more memory failed (RLIMIT_MEMLOCK). Only that command
+// fails; the session stays up.
+var ErrNoBounceSlot = errors.New("no registered bounce buffer for the command")
 
 // The iSER bounce pool: registered slots of MaxTransfer bytes for commands
 // whose buffers lie outside registered memory. It grows on demand in chunks
@@ -33,22 +42,31 @@ func (d *ISERDatamover) PinnedBytes() int64 {
 // memory and the slot's offset in it.
 func (d *ISERDatamover) bounceSlotLocked() (slot int, mem RDMAMemory, off int, err error) {
 	if len(d.freeData) == 0 {
-		if d.nBounce >= d.maxBounce {
-			return 0, nil, 0, fmt.Errorf("iser: no free data buffer: all %d in use (too many aborted commands)", d.maxBounce)
+		if err := d.growBounceLocked(); err != nil {
+			return 0, nil, 0, err
 		}
-		n := min(iserBounceChunk, d.maxBounce-d.nBounce)
-		m, err := d.conn.RegisterMemory(n * d.slot)
-		if err != nil {
-			return 0, nil, 0, fmt.Errorf("iser: register %d KiB of bounce buffers (check RLIMIT_MEMLOCK): %w", n*d.slot>>10, err)
-		}
-		d.bounce = append(d.bounce, m)
-		d.pinned += int64(len(m.Bytes()))
-		for i := d.nBounce + n - 1; i >= d.nBounce; i-- {
-			d.freeData = append(d.freeData, i)
-		}
-		d.nBounce += n
 	}
 	slot = d.freeData[len(d.freeData)-1]
 	d.freeData = d.freeData[:len(d.freeData)-1]
 	return slot, d.bounce[slot/iserBounceChunk], slot % iserBounceChunk * d.slot, nil
+}
+
+// growBounceLocked registers another chunk of bounce slots, unless the
+// pool is at its cap.
+func (d *ISERDatamover) growBounceLocked() error {
+	if d.nBounce >= d.maxBounce {
+		return fmt.Errorf("iser: no free data buffer: all %d in use (too many aborted commands): %w", d.maxBounce, ErrNoBounceSlot)
+	}
+	n := min(iserBounceChunk, d.maxBounce-d.nBounce)
+	m, err := d.conn.RegisterMemory(n * d.slot)
+	if err != nil {
+		return fmt.Errorf("iser: register %d KiB of bounce buffers (check RLIMIT_MEMLOCK): %w: %w", n*d.slot>>10, ErrNoBounceSlot, err)
+	}
+	d.bounce = append(d.bounce, m)
+	d.pinned += int64(len(m.Bytes()))
+	for i := d.nBounce + n - 1; i >= d.nBounce; i-- {
+		d.freeData = append(d.freeData, i)
+	}
+	d.nBounce += n
+	return nil
 }

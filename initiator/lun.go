@@ -89,17 +89,19 @@ func (l *LUN) Info() LUNInfo {
 
 // exec runs one command and turns its status into an error, retrying
 // retryable conditions (UNIT ATTENTION, BUSY, TASK SET FULL, a target
-// failure in the iSCSI Response) with a short backoff. It returns a Result
-// only for a command that completed: GOOD, or CHECK CONDITION with a
-// current RECOVERED ERROR (see scsi.CheckStatus).
+// failure in the iSCSI Response, a read ErrUnverifiedRead refused) with a
+// short backoff. It returns a Result only for a command that completed:
+// GOOD, or CHECK CONDITION with a current RECOVERED ERROR (see
+// scsi.CheckStatus).
 func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Result, error) {
 	var last error
 	for attempt := 0; attempt <= l.retries; attempt++ {
 		r, err := l.s.Do(ctx, &Command{LUN: l.lun, CDB: cdb.Bytes(), Read: read, Write: write})
 		var re *ResponseError
-		if errors.As(err, &re) && ctx.Err() == nil {
-			// The target failed the command but the session is sound:
-			// try again, as Linux retries DID_ERROR.
+		if (errors.As(err, &re) || errors.Is(err, ErrUnverifiedRead)) && ctx.Err() == nil {
+			// The target failed the command (or an uncounted read ended
+			// in RECOVERED ERROR) but the session is sound: try again, as
+			// Linux retries DID_ERROR.
 			last = fmt.Errorf("%s: %w", cdb.Opcode(), err)
 			if err := backoff(ctx, attempt); err != nil {
 				return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)

@@ -117,8 +117,8 @@ type Session struct {
 	released  chan struct{} // closed by the reader once the datamover is closed
 	dead      atomic.Bool   // set by fail, for lock-free checks
 
-	ehWake   chan struct{} // capacity 1: ehq has work
-	watchdog *time.Timer   // fires at the oldest deadline (command or window)
+	ehBusy   map[[8]byte]bool // LUNs whose error handler runs (guarded by mu)
+	watchdog *time.Timer      // fires at the oldest deadline (command or window)
 	timeouts *atomic.Uint64
 }
 
@@ -163,16 +163,15 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 		cmdSN: res.cmdSN, expCmdSN: res.expCmdSN, maxCmdSN: res.maxCmdSN, expStatSN: res.expStatSN,
 		tt:       newTaskTable(cfg.QueueDepth),
 		lastRecv: time.Now(), stop: make(chan struct{}), failed: make(chan struct{}),
-		released: make(chan struct{}), timeouts: cfg.timeouts, ehWake: make(chan struct{}, 1),
+		released: make(chan struct{}), timeouts: cfg.timeouts,
 	}
 	s.watchdog = time.AfterFunc(time.Hour, s.checkDeadlines)
 	s.watchdog.Stop()
 	if lt(s.maxCmdSN, s.expCmdSN-1) {
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
 	}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go s.reader()
-	go s.errorHandler()
 	if cfg.NOPInterval > 0 {
 		s.wg.Add(1)
 		go s.keepalive()
@@ -297,23 +296,25 @@ func (s *Session) release() {
 }
 
 // freeLocked returns an entry and its token. A freed command entry goes to
-// the oldest Submit waiting for one.
-func (s *Session) freeLocked(idx int) {
+// the oldest Submit waiting for one: freeLocked returns the entry it then
+// has, for the caller to launch once it released the lock, or -1.
+func (s *Session) freeLocked(idx int) int {
 	s.tt.release(idx)
 	if idx >= s.tt.depth {
 		<-s.ctlSem
-		return
+		return -1
 	}
 	if s.bhead < len(s.backlog) && s.err == nil {
 		q := &s.backlog[s.bhead]
-		s.startQueuedLocked(q) // the token passes to it
+		next := s.takeQueuedLocked(q) // the token passes to it
 		*q = queuedCmd{}
 		if s.bhead++; s.bhead == len(s.backlog) {
 			s.backlog, s.bhead = s.backlog[:0], 0 // keeps its capacity
 		}
-		return
+		return next
 	}
 	<-s.slots
+	return -1
 }
 
 // allocCtlLocked takes a control entry (its token is held by the caller).

@@ -27,6 +27,7 @@ type taskState uint8
 
 const (
 	taskFree      taskState = iota
+	taskPrep                // a SCSI command being prepared (CommandPreparer) by its starter
 	taskWindow              // a SCSI command waiting for the CmdSN window
 	taskSent                // handed to the datamover, waiting for its answer
 	taskEH                  // its waiter stopped waiting (timeout, cancel): error handling runs
@@ -55,7 +56,6 @@ type task struct {
 	gen   uint16
 	state taskState
 	scsi  bool
-	sent  bool // the datamover has seen it (TaskDone is due)
 	cmdSN uint32
 	// since is when the task was sent (in-flight list) or queued for the
 	// window (window FIFO).

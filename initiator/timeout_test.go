@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,35 @@ type pduLog struct {
 	seen map[int][]string
 }
 
+// swallowFirstCommand is a fake target's handler that acknowledges the
+// first SCSI command it sees and never answers it, and hands every other
+// request to h. One handler may serve several connections.
+func swallowFirstCommand(h iscsitest.Handler) iscsitest.Handler {
+	var swallowed atomic.Bool
+	return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpSCSICommand && swallowed.CompareAndSwap(false, true) {
+			tg.Ack(req)
+			return nil
+		}
+		return h(tg, req)
+	}
+}
+
+// tmfRequest decodes the Task Management Function Request req.
+func tmfRequest(req *pdu.PDU) pdu.TaskMgmtRequest {
+	var r pdu.TaskMgmtRequest
+	_ = r.Unmarshal(&req.BHS)
+	return r
+}
+
+// tmfReply is the fake target's Task Management Function Response to the
+// TMF with task tag itt; response is RFC 7143's code (0 function complete,
+// 1 task does not exist, 5 function rejected).
+func tmfReply(tg *iscsitest.Target, itt uint32, response uint8) iscsitest.Reply {
+	resp := pdu.TaskMgmtResponse{Response: response, ITT: itt, TargetSNs: tg.SNs(true)}
+	return iscsitest.Reply{PDU: pdu.NewPDU(&resp, nil)}
+}
+
 func (l *pduLog) add(conn int, req *pdu.PDU) {
 	var s string
 	switch req.BHS.Opcode() {
@@ -34,8 +64,7 @@ func (l *pduLog) add(conn int, req *pdu.PDU) {
 		_ = c.Unmarshal(&req.BHS)
 		s = fmt.Sprintf("scsi itt=%d cmdsn=%d", c.ITT, c.CmdSN)
 	case pdu.OpTaskMgmtReq:
-		var r pdu.TaskMgmtRequest
-		_ = r.Unmarshal(&req.BHS)
+		r := tmfRequest(req)
 		switch r.Function {
 		case pdu.TMFAbortTask:
 			s = fmt.Sprintf("abort rtt=%d refcmdsn=%d", r.RTT, r.RefCmdSN)
@@ -119,22 +148,11 @@ func TestNexusDroppedCommandEscalatesToSessionDrop(t *testing.T) {
 // session, without a reset or a reconnect.
 func TestNexusAbortedCommandIsReissued(t *testing.T) {
 	var log pduLog
-	var mu sync.Mutex
-	swallowed := false
+	target := swallowFirstCommand(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply { return tg.Good(req) })
 	f := &fakePortals{t: t, down: map[string]bool{}, handler: func(n int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
 		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			log.add(n, req)
-			if req.BHS.Opcode() == pdu.OpSCSICommand {
-				mu.Lock()
-				first := !swallowed
-				swallowed = true
-				mu.Unlock()
-				if first {
-					tg.Ack(req)
-					return nil
-				}
-			}
-			return tg.Good(req)
+			return target(tg, req)
 		}
 	}}
 	nx := dialNexus(t, f, withCommandTimeout)
@@ -226,11 +244,8 @@ func TestNexusLUNResetEndsEveryTaskOnTheLUN(t *testing.T) {
 					return nil
 				}
 			case pdu.OpTaskMgmtReq:
-				var r pdu.TaskMgmtRequest
-				_ = r.Unmarshal(&req.BHS)
-				if r.Function == pdu.TMFAbortTask {
-					resp := pdu.TaskMgmtResponse{Response: 5, ITT: r.ITT, TargetSNs: tg.SNs(true)}
-					return []iscsitest.Reply{{PDU: pdu.NewPDU(&resp, nil)}}
+				if r := tmfRequest(req); r.Function == pdu.TMFAbortTask {
+					return []iscsitest.Reply{tmfReply(tg, r.ITT, 5)}
 				}
 			}
 			return tg.Good(req)

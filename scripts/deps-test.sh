@@ -7,19 +7,8 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fails=0
-n=0
-ok() { n=$((n + 1)); }
-bad() {
-	n=$((n + 1))
-	fails=$((fails + 1))
-	echo "FAIL: $*" >&2
-}
-check() { # check DESCRIPTION CMD...
-	local d=$1
-	shift
-	if "$@"; then ok; else bad "$d"; fi
-}
+# shellcheck source=lib/check.sh
+. "$(dirname "$0")/lib/check.sh"
 
 mkdir -p "$T/stub"
 # dpkg-query -W -f='${Status}' PKG: from $T/status (lines "PKG STATUS..."); unknown: exit 1.
@@ -131,9 +120,4 @@ deps frob
 check "unknown mode: exit $rc" test "$rc" = 1
 check "unknown mode: usage: $out" grep -q "usage: deps.sh" <<<"$out"
 
-if [ $fails = 0 ]; then
-	echo "deps-test: PASS ($n checks)"
-else
-	echo "deps-test: FAIL ($fails of $n checks failed)"
-	exit 1
-fi
+report deps-test

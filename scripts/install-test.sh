@@ -8,19 +8,8 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fails=0
-n=0
-ok() { n=$((n + 1)); }
-bad() {
-	n=$((n + 1))
-	fails=$((fails + 1))
-	echo "FAIL: $*" >&2
-}
-check() { # check DESCRIPTION CMD...
-	local d=$1
-	shift
-	if "$@"; then ok; else bad "$d"; fi
-}
+# shellcheck source=lib/check.sh
+. "$(dirname "$0")/lib/check.sh"
 mode() { stat -c %a "$1" 2>/dev/null; }
 
 cat >"$T/iser-attach" <<'EOF'
@@ -127,9 +116,4 @@ out=$(DESTDIR=$T/x "$HERE/install.sh" frob 2>&1)
 check "unknown command not refused: $out" test $? = 1
 check "unknown command: no usage: $out" grep -q usage <<<"$out"
 
-if [ $fails = 0 ]; then
-	echo "install-test: PASS ($n checks)"
-else
-	echo "install-test: FAIL ($fails of $n checks failed)"
-	exit 1
-fi
+report install-test

@@ -8,15 +8,8 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export ISER_FSTAB=$T/etc/fstab ISER_ATTACH_CONFIG_DIR=$T/volumes
 mkdir -p "$T/etc" "$ISER_ATTACH_CONFIG_DIR"
-fails=0
-n=0
-
-ok() { n=$((n + 1)); }
-bad() {
-	n=$((n + 1))
-	fails=$((fails + 1))
-	echo "FAIL: $*" >&2
-}
+# shellcheck source=lib/check.sh
+. "$(dirname "$0")/lib/check.sh"
 
 # run EXPECTED_RC ARGS...: run the tool; its stdout+stderr in $OUT.
 run() {
@@ -180,9 +173,4 @@ if command -v dash >/dev/null; then
 	[ $rc = 2 ] && ok || bad "dash: bad name exit $rc: $OUT"
 fi
 
-if [ $fails = 0 ]; then
-	echo "iser-fstab-test: PASS ($n checks)"
-else
-	echo "iser-fstab-test: FAIL ($fails of $n checks failed)"
-	exit 1
-fi
+report iser-fstab-test

@@ -36,8 +36,11 @@ type Status struct {
 	// sessions lost; LastError is why the last one ended.
 	Recoveries uint64 `json:"recoveries"`
 	Faults     uint64 `json:"faults"`
-	LastError  string `json:"last_error,omitempty"`
-	WWN        string `json:"wwn,omitempty"`
+	// CommandTimeouts counts SCSI commands that got no status within the
+	// command timeout (each then aborted, reset or reissued).
+	CommandTimeouts uint64 `json:"command_timeouts"`
+	LastError       string `json:"last_error,omitempty"`
+	WWN             string `json:"wwn,omitempty"`
 	// Initiator is the initiator name the session logged in with.
 	Initiator string   `json:"initiator,omitempty"`
 	Link      string   `json:"link,omitempty"`
@@ -241,7 +244,19 @@ func Query(ctx context.Context, path string, req Request) (Response, error) {
 // List queries every control socket in RunDir. Sockets nobody serves any
 // more are removed.
 func List(ctx context.Context) ([]Status, error) {
-	paths, err := filepath.Glob(filepath.Join(RunDir, "*.sock"))
+	out, err := queryDir(ctx, RunDir)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// queryDir asks every control socket in dir for its status, in no
+// particular order. Sockets nobody serves any more are removed; a socket
+// that fails otherwise is skipped.
+func queryDir(ctx context.Context, dir string) ([]Status, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.sock"))
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +273,6 @@ func List(ctx context.Context) ([]Status, error) {
 			out = append(out, *resp.Status)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 

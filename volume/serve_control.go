@@ -2,14 +2,12 @@ package volume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // Control sockets of serve processes: one per process, named by its PID in
@@ -45,22 +43,9 @@ func ListenServeControl(c Controller) (*ControlServer, error) {
 // ListServe queries every serve control socket, sorted by PID. Sockets
 // nobody serves any more are removed.
 func ListServe(ctx context.Context) ([]Status, error) {
-	paths, err := filepath.Glob(filepath.Join(ServeDir(), "*.sock"))
+	out, err := queryDir(ctx, ServeDir())
 	if err != nil {
 		return nil, err
-	}
-	var out []Status
-	for _, p := range paths {
-		resp, err := Query(ctx, p, Request{Op: "status"})
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused") {
-				_ = os.Remove(p)
-			}
-			continue
-		}
-		if resp.Status != nil {
-			out = append(out, *resp.Status)
-		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
 	return out, nil

@@ -2,54 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/iser-attach/iser-attach/internal/testnet"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 )
 
 // These tests check what an operator reads when a login fails: a hint
 // where one helps, and logs that are one format, with units.
-
-// silentPortal is a TCP listener that accepts connections and never
-// answers: a portal that hangs the login.
-func silentPortal(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // lastLine is the last non-empty line of s.
 func lastLine(s string) string {
@@ -75,7 +39,7 @@ func jsonLines(t *testing.T, stderr string) []map[string]any {
 // never answers the login is reported as such, with the timeout, not as a
 // context error; for info and for discover.
 func TestCLIHintNoLoginResponse(t *testing.T) {
-	addr := silentPortal(t)
+	addr := testnet.SilentListener(t)
 	for _, args := range [][]string{
 		{"info", "--portal", addr, "--target", "iqn.2026-11.test:silent", "--login-timeout", "1500ms"},
 		{"discover", "--timeout", "1500ms", addr},
@@ -151,7 +115,7 @@ func TestCLIHintNoRDMA(t *testing.T) {
 // choice is one short info line. The console format shows milliseconds.
 func TestCLILogFormats(t *testing.T) {
 	srv := tgttest.Start(t)
-	silent := silentPortal(t)
+	silent := testnet.SilentListener(t)
 
 	// A failing command: the final error is a JSON line too.
 	_, errs, err := run(t, nil, "--log-format", "json", "info", "--portal", silent, "--target", srv.IQN(), "--login-timeout", "1s")

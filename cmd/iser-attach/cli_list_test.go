@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,15 +58,8 @@ func TestCLIListShowsServe(t *testing.T) {
 	need(t, "qemu-io")
 	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
 	sock := filepath.Join(t.TempDir(), "nbd.sock")
-	cmd := exec.Command(binary, "--initiator-name", initiatorIQN, "serve", "--portal", srv.Portal(), "--target", srv.IQN(),
+	cmd, logs, exited := startBinary(t, "--initiator-name", initiatorIQN, "serve", "--portal", srv.Portal(), "--target", srv.IQN(),
 		"--transport", "tcp", "--listen", "unix:"+sock, "--export-name", "exp1")
-	logs := &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		cmd.Process.Kill()
 		if t.Failed() {

@@ -174,22 +174,19 @@ func serve(t *testing.T, srv *tgttest.Server, lun string) string {
 }
 
 // startServe starts `iser-attach [global...] serve` for LUN lun of srv over
-// TCP with extra serve flags; it returns the NBD URI once the socket exists
-// and the process's stderr. Cleanup stops it with SIGINT and fails the test
-// unless it exits 0.
+// TCP with extra serve flags (no --lun when lun is empty); it returns the
+// NBD URI once the socket exists and the process's stderr. Cleanup stops it
+// with SIGINT and fails the test unless it exits 0.
 func startServe(t *testing.T, srv *tgttest.Server, global []string, lun string, extra ...string) (string, *lockedBuffer) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "nbd.sock")
 	args := append(append([]string{"--initiator-name", initiatorIQN}, global...), "serve", "--portal", srv.Portal(),
-		"--target", srv.IQN(), "--lun", lun, "--transport", "tcp", "--listen", "unix:"+sock)
-	cmd := exec.Command(binary, append(args, extra...)...)
-	logs := &lockedBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		"--target", srv.IQN())
+	if lun != "" {
+		args = append(args, "--lun", lun)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	args = append(args, "--transport", "tcp", "--listen", "unix:"+sock)
+	cmd, logs, exited := startBinary(t, append(args, extra...)...)
 	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
 		select {
@@ -217,6 +214,21 @@ func startServe(t *testing.T, srv *tgttest.Server, global []string, lun string, 
 	}
 	t.Fatalf("no socket after 10 s:\n%s", logs.String())
 	return "", nil
+}
+
+// startBinary starts the binary with args, its stderr in the returned
+// buffer; the channel receives the result of cmd.Wait once it exits.
+func startBinary(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return cmd, logs, exited
 }
 
 func sh(t *testing.T, name string, args ...string) string {

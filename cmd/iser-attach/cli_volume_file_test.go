@@ -71,12 +71,18 @@ func TestCLIAttachVolumePositional(t *testing.T) {
 	}
 
 	// The positional NAME reads the file: LUN 0, tgt's controller, is
-	// refused with the message --volume gives.
-	const refusal = "LUN 0 is a controller (type 0x0c), not a disk; disk LUNs: 1, 2"
+	// refused with the message --volume gives. On a host without the
+	// volume's frontend (nbd) attach stops before the login, saying so:
+	// that it names the file's frontend proves the file was read.
+	refusal := "LUN 0 is a controller (type 0x0c), not a disk; disk LUNs: 1, 2"
+	noDriver := frontendMissing("nbd")
+	if noDriver {
+		refusal = "--frontend nbd: "
+	}
 	for _, args := range [][]string{{"attach", "lun0"}, {"attach", "--volume", "lun0"}, {"attach", "--volume", "lun0", "lun0"}} {
 		_, errs, err := run(t, env, args...)
-		if err == nil || !strings.HasSuffix(strings.TrimSpace(errs), refusal) {
-			t.Errorf("%v: %v, want the refusal of LUN 0:\n%s", args, err, errs)
+		if err == nil || !strings.Contains(lastLine(errs), refusal) {
+			t.Errorf("%v: %v, want %q:\n%s", args, err, refusal, errs)
 		}
 	}
 	for args, want := range map[string]string{
@@ -91,8 +97,12 @@ func TestCLIAttachVolumePositional(t *testing.T) {
 		}
 	}
 
-	// No lun in the file: attach picks LUN 1. Whether an NBD device can
-	// then be made on this host does not matter here: stop at the choice.
+	// No lun in the file: attach picks LUN 1 (after the login, so only
+	// where the frontend's driver exists). Stop at the choice.
+	if noDriver {
+		t.Log("no nbd driver on this host: the LUN choice of a file without lun is not tried")
+		return
+	}
 	cmd := exec.Command(binary, "--initiator-name", initiatorIQN, "attach", "first")
 	cmd.Env = append(os.Environ(), env...)
 	logs := &lockedBuffer{}

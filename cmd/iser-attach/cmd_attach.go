@@ -213,20 +213,35 @@ func (a *attached) Status() volume.Status {
 	ns := a.lun.nx.Status()
 	st.State = state
 	if state == "attached" {
-		switch ns.State {
-		case initiator.NexusRecovering:
-			st.State = "recovering"
-		case initiator.NexusFailed:
-			st.State = "failed"
-		}
+		st.State = nexusState(ns.State, state)
 	}
+	setNexusFields(&st, ns)
+	st.Counters = a.counting.Counters()
+	return st
+}
+
+// nexusState is the state a status report shows for a volume or serve
+// process whose Nexus is in s: recovering or failed while the Nexus is,
+// healthy otherwise.
+func nexusState(s initiator.NexusState, healthy string) string {
+	switch s {
+	case initiator.NexusRecovering:
+		return "recovering"
+	case initiator.NexusFailed:
+		return "failed"
+	}
+	return healthy
+}
+
+// setNexusFields copies the session fields of ns (portal, transport,
+// recoveries, faults, last error) into st.
+func setNexusFields(st *volume.Status, ns initiator.NexusStatus) {
 	st.Portal, st.Transport = ns.Portal, ns.Transport
 	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults
+	st.CommandTimeouts = ns.CommandTimeouts
 	if ns.LastError != nil {
 		st.LastError = ns.LastError.Error()
 	}
-	st.Counters = a.counting.Counters()
-	return st
 }
 
 func (a *attached) Detach(ctx context.Context, force bool) error {

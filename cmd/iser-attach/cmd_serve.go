@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/nbd"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -166,19 +165,8 @@ type serveControl struct {
 func (s *serveControl) Status() volume.Status {
 	st := s.st
 	ns := s.l.nx.Status()
-	switch ns.State {
-	case initiator.NexusRecovering:
-		st.State = "recovering"
-	case initiator.NexusFailed:
-		st.State = "failed"
-	default:
-		st.State = "serving"
-	}
-	st.Portal, st.Transport = ns.Portal, ns.Transport
-	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults
-	if ns.LastError != nil {
-		st.LastError = ns.LastError.Error()
-	}
+	st.State = nexusState(ns.State, "serving")
+	setNexusFields(&st, ns)
 	st.Counters = s.counting.Counters()
 	return st
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 	"github.com/iser-attach/iser-attach/rdma"
 )
@@ -37,6 +38,8 @@ type Conn struct {
 	closed       bool
 	violations   []string
 	rkeyUses     map[uint32]int
+	skipRegs     int // RegisterMemory calls to let through before failRegs
+	failRegs     int // RegisterMemory calls left to fail
 
 	target *Target
 	work   chan func()
@@ -101,10 +104,29 @@ func (c *Conn) PeerPrivateData() []byte { return []byte{0, 0, 0, 0} }
 // RemoteAddr implements initiator.RDMAConn.
 func (c *Conn) RemoteAddr() string { return "fake-iser:3260" }
 
+// ErrRegister is what RegisterMemory returns while FailRegistrations lasts:
+// what ibv_reg_mr returns past RLIMIT_MEMLOCK.
+var ErrRegister = errors.New("ibv_reg_mr: cannot allocate memory")
+
+// FailRegistrations lets the next skip RegisterMemory calls through, then
+// makes n fail with ErrRegister, as a device does once RLIMIT_MEMLOCK is
+// reached.
+func (c *Conn) FailRegistrations(skip, n int) {
+	c.mu.Lock()
+	c.skipRegs, c.failRegs = skip, n
+	c.mu.Unlock()
+}
+
 // RegisterMemory implements initiator.RDMAConn.
 func (c *Conn) RegisterMemory(size int) (initiator.RDMAMemory, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.skipRegs > 0 {
+		c.skipRegs--
+	} else if c.failRegs > 0 {
+		c.failRegs--
+		return nil, fmt.Errorf("register %d bytes: %w", size, ErrRegister)
+	}
 	n := uint32(len(c.regions) + 1)
 	r := &region{buf: make([]byte, size), addr: uint64(n) << 40, lkey: 0x100 + n, rkey: 0x9000 + n}
 	c.regions = append(c.regions, r)
@@ -313,6 +335,38 @@ type Target struct {
 	// Reject PDU instead of being executed.
 	rejects      int
 	rejectReason uint8
+	// recovered is how many of the next reads end in CHECK CONDITION with
+	// RECOVERED ERROR, no data placed and no residual.
+	recovered int
+	// recoveredWrites is how many of the next writes, executed, end in
+	// CHECK CONDITION with RECOVERED ERROR.
+	recoveredWrites int
+}
+
+// RecoveredWrites makes the target execute the next n WRITEs and answer
+// them with CHECK CONDITION and a current RECOVERED ERROR.
+func (t *Target) RecoveredWrites(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.recoveredWrites = n
+}
+
+// recoveredSense is a SCSI Response data segment: a current RECOVERED
+// ERROR (recovered data with retries).
+func recoveredSense() []byte {
+	sense := scsi.Sense{ResponseCode: scsi.SenseFixedCurrent, Key: scsi.KeyRecoveredError, ASC: 0x17, ASCQ: 0x01}
+	b := sense.Marshal()
+	return append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...)
+}
+
+// RecoveredReads makes the target answer the next n READs with CHECK
+// CONDITION and a current RECOVERED ERROR without placing their data and
+// without a residual (a target that under-reports what it moved). Over
+// iSER the initiator cannot count the bytes placed to notice.
+func (t *Target) RecoveredReads(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.recovered = n
 }
 
 // Swallow makes the target drop the next n SCSI commands without a
@@ -322,6 +376,13 @@ func (t *Target) Swallow(n int) {
 	t.mu.Lock()
 	t.swallow = n
 	t.mu.Unlock()
+}
+
+// Swallowing is how many of the commands Swallow named are still to come.
+func (t *Target) Swallowing() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.swallow
 }
 
 // SetTrickle makes the target a slow one: it RDMA-WRITEs read data in 4 KiB
@@ -455,9 +516,19 @@ func (t *Target) scsi(h *pdu.ISERHeader, b *pdu.BHS, imm []byte) {
 	t.Commands++
 	t.Immediate += len(imm)
 	resp := pdu.SCSIResponse{ITT: cmd.ITT}
-	lba, blocks, write, ok := decodeRW(cmd.CDB[:])
 	n := int(cmd.ExpectedDataTransferLength)
+	if t.probeCommand(h, &cmd, n) {
+		return
+	}
+	lba, blocks, write, ok := decodeRW(cmd.CDB[:])
 	off := int(lba) * 512
+	if ok && !write && t.recovered > 0 {
+		t.recovered--
+		resp.Status = 2
+		resp.TargetSNs = t.sns()
+		t.reply(&resp, recoveredSense())
+		return
+	}
 	if !ok || blocks*512 != n || off+n > len(t.disk) {
 		resp.Status = 2
 		resp.TargetSNs = t.sns()
@@ -504,8 +575,52 @@ func (t *Target) scsi(h *pdu.ISERHeader, b *pdu.BHS, imm []byte) {
 			copy(dst, t.disk[off:off+n])
 		}
 	}
+	var sense []byte
+	if write && t.recoveredWrites > 0 {
+		t.recoveredWrites--
+		resp.Status, sense = 2, recoveredSense()
+	}
+	resp.TargetSNs = t.sns()
+	t.reply(&resp, sense)
+}
+
+// probeCommand answers what a LUN sends when it opens: TEST UNIT READY,
+// a standard INQUIRY and READ CAPACITY(16); false for other commands.
+func (t *Target) probeCommand(h *pdu.ISERHeader, cmd *pdu.SCSICommand, n int) bool {
+	var data []byte
+	switch {
+	case cmd.CDB[0] == 0x00:
+	case cmd.CDB[0] == 0x12 && cmd.CDB[1]&0x01 == 0:
+		inq := scsi.InquiryData{Version: 6, ResponseDataFormat: 2, CmdQue: true,
+			Vendor: "FAKE", Product: "ISER DISK", Revision: "1"}
+		data = inq.Marshal()
+	case cmd.CDB[0] == 0x9e:
+		rc := scsi.Capacity16{LastLBA: uint64(len(t.disk)/512 - 1), BlockLength: 512}
+		data = rc.Marshal()
+	default:
+		return false
+	}
+	resp := pdu.SCSIResponse{ITT: cmd.ITT}
+	if len(data) > 0 {
+		if h.Flags&pdu.ISERFlagRSV == 0 || n == 0 {
+			t.c.mu.Lock()
+			t.c.violate("%#x without a read STag", cmd.CDB[0])
+			t.c.mu.Unlock()
+			return true
+		}
+		m := min(n, len(data))
+		dst, err := t.c.rdmaAccess(h.ReadSTag, h.ReadVA, m)
+		if err != nil {
+			return true
+		}
+		copy(dst, data[:m])
+		if m < n {
+			resp.Underflow, resp.ResidualCount = true, uint32(n-m)
+		}
+	}
 	resp.TargetSNs = t.sns()
 	t.reply(&resp, nil)
+	return true
 }
 
 func decodeRW(cdb []byte) (lba uint64, blocks int, write, ok bool) {

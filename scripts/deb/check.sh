@@ -14,19 +14,8 @@ set -uo pipefail
 DEB=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-fails=0
-n=0
-ok() { n=$((n + 1)); }
-bad() {
-	n=$((n + 1))
-	fails=$((fails + 1))
-	echo "FAIL: $*" >&2
-}
-check() { # check DESCRIPTION CMD...
-	local d=$1
-	shift
-	if "$@"; then ok; else bad "$d"; fi
-}
+# shellcheck source=../lib/check.sh
+. "$(dirname "$0")/../lib/check.sh"
 
 # lintian: no errors. Its note about running as root is not about the package.
 if command -v lintian >/dev/null; then
@@ -117,9 +106,4 @@ check "postinst configure did not enable iser-attach.target: $(cat "$T/calls" 2>
 	grep -q '^deb-systemd-helper enable iser-attach.target$' "$T/calls"
 check "postrm purge did not purge the systemd state" grep -q '^deb-systemd-helper purge iser-attach.target$' "$T/calls"
 
-if [ $fails = 0 ]; then
-	echo "deb-check: PASS ($n checks) $DEB"
-else
-	echo "deb-check: FAIL ($fails of $n checks failed) $DEB"
-	exit 1
-fi
+report deb-check "$DEB"

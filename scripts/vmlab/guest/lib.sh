@@ -17,7 +17,11 @@
 #                              Env: LIO_ISER=1|0 (default 1: iSER and TCP on the portal),
 #                              LIO_PORT (3260), LIO_WCE=1 (write cache), LIO_TPU=1 (UNMAP), LIO_CHAP_USER/LIO_CHAP_PASS (CHAP),
 #                              LIO_CHAP_MUTUAL_USER/LIO_CHAP_MUTUAL_PASS (mutual CHAP)
+#                              or dm (iblock on a dm-linear device over a loop file; see
+#                              lio_dm); file:3145728 is a sparse 3 TiB LUN
 #   lio_iser IQN 0|1           turn iSER off/on on the target's portal
+#   lio_dm IQN LUN suspend|resume   suspend (commands to the LUN stop completing, the target
+#                              still answers NOPs) or resume the dm device of a dm: LUN
 #   lio_teardown               remove every LIO target and backstore
 # Kernel initiator (open-iscsi)
 #   iscsi_login IQN iser|tcp [ADDR:PORT]   discovery + login; prints the disk (/dev/sdX) of
@@ -203,8 +207,26 @@ lio_target() {
 			mkdir -p "$_dev" || return 1
 			_lio_put "$_dev/control" "fd_dev_name=$_f,fd_dev_size=$((_mib * 1048576))" || return 1
 			;;
+		dm)
+			# iblock on a device-mapper linear device over a loop file: lio_dm can suspend
+			# it, so the LUN stops completing commands while the target still answers NOPs.
+			need_module dm_mod loop target_core_iblock
+			mkdir -p "$LIO_FILE_DIR" || return 1
+			_f=$LIO_FILE_DIR/$_name.img
+			truncate -s "${_mib}M" "$_f" || return 1
+			_loop=$(losetup -f --show "$_f") || return 1
+			echo "0 $((_mib * 2048)) linear $_loop 0" | dmsetup create --noudevsync "$_name" || return 1
+			dmsetup mknodes "$_name" >/dev/null 2>&1
+			[ -b "/dev/mapper/$_name" ] || {
+				echo "lio_target: /dev/mapper/$_name did not appear" >&2
+				return 1
+			}
+			_dev=$LIO/core/iblock_$_i/$_name
+			mkdir -p "$_dev" || return 1
+			_lio_put "$_dev/control" "udev_path=/dev/mapper/$_name" || return 1
+			;;
 		*)
-			echo "lio_target: bad LUN spec '$_spec' (want rd|file:MiB[:BS])" >&2
+			echo "lio_target: bad LUN spec '$_spec' (want rd|file|dm:MiB[:BS])" >&2
 			return 1
 			;;
 		esac
@@ -245,6 +267,11 @@ lio_iser() {
 	_lio_put "$LIO/iscsi/$1/tpgt_1/np/$VMLAB_ADDR:$LIO_PORT/iser" "$2"
 }
 
+lio_dm() {
+	_dm_n=vmlab$(echo "$1" | cksum | cut -d' ' -f1)_$2
+	dmsetup --noudevsync "$3" "$_dm_n"
+}
+
 lio_teardown() {
 	[ -d $LIO/iscsi ] || return 0
 	for _t in $LIO/iscsi/iqn.* $LIO/iscsi/eui.* $LIO/iscsi/naa.*; do
@@ -281,6 +308,15 @@ lio_teardown() {
 			[ -d "$_d" ] && rmdir "$_d"
 		done
 		rmdir "$_h" 2>/dev/null
+	done
+	# dm LUNs (lio_target dm:...): their dm devices and loop devices.
+	for _d in $(dmsetup ls 2>/dev/null | awk '$1 ~ /^vmlab[0-9]+_[0-9]+$/ { print $1 }'); do
+		dmsetup resume "$_d" >/dev/null 2>&1
+		dmsetup remove --noudevsync "$_d" || return 1
+	done
+	for _f in "$LIO_FILE_DIR"/*.img; do
+		[ -e "$_f" ] || continue
+		for _l in $(losetup -j "$_f" 2>/dev/null | cut -d: -f1); do losetup -d "$_l"; done
 	done
 	rm -rf "$LIO_FILE_DIR"
 	[ -z "$(ls $LIO/iscsi 2>/dev/null | grep -e '^iqn\.' -e '^eui\.' -e '^naa\.')" ] || {
@@ -408,7 +444,7 @@ tgt_stop() {
 	tgtadm --op update --mode sys --name State -v offline >/dev/null 2>&1
 	tgtadm --lld iser --op delete --mode target --tid 1 --force >/dev/null 2>&1
 	tgtadm --op delete --mode system >/dev/null 2>&1
-	wait_for 10 sh -c '! pidof tgtd' || kill -9 $(pidof tgtd) 2>/dev/null
+	wait_for 10 sh -c '! pidof tgtd >/dev/null' || kill -9 $(pidof tgtd) 2>/dev/null
 	rm -rf /var/tmp/vmlab-tgt
 }
 
@@ -576,7 +612,11 @@ vmlab_run_dir() {
 			echo "FAIL $_t is not executable" >"$VMLAB_RESULTS/log"
 			_rc=126
 		else
-			(cd "$VMLAB_RESULTS" && exec timeout -k 5 "${VMLAB_TEST_TIMEOUT:-300}" "$_t") >"$VMLAB_RESULTS/log" 2>&1
+			# A test may declare its own timeout ("# vmlab-timeout: SECONDS");
+			# VMLAB_TEST_TIMEOUT set on the host overrides every test's.
+			_to=$(sed -n 's/^# vmlab-timeout: *\([0-9][0-9]*\).*/\1/p' "$_t" | head -n1)
+			_to=${VMLAB_TEST_TIMEOUT:-${_to:-300}}
+			(cd "$VMLAB_RESULTS" && exec timeout -k 5 "$_to" "$_t") >"$VMLAB_RESULTS/log" 2>&1
 			_rc=$?
 		fi
 		_dt=$(($(date +%s) - _t0))
@@ -584,7 +624,7 @@ vmlab_run_dir() {
 			vmlab_log "PASS $_base (${_dt} s)"
 			echo "PASS $_base ${_dt}s" >>"$VMLAB_OUT/summary.txt"
 		else
-			[ $_rc = 124 ] && echo "FAIL timeout after ${VMLAB_TEST_TIMEOUT:-300} s" >>"$VMLAB_RESULTS/log"
+			[ $_rc = 124 ] && echo "FAIL timeout after ${_to:-300} s" >>"$VMLAB_RESULTS/log"
 			_why=$(grep '^FAIL' "$VMLAB_RESULTS/log" | tail -n1)
 			vmlab_log "FAIL $_base (exit $_rc, ${_dt} s): ${_why:-see $_base/log}"
 			tail -n 12 "$VMLAB_RESULTS/log" | sed "s/^/vmlab:   | /"
@@ -611,7 +651,7 @@ vmlab_run_dir() {
 # fails the recovery tests here, rather than later with a less clear cause).
 has_recovery_flags() {
 	iser-attach attach --help >/tmp/attach-help.txt 2>&1 || true
-	for f in --replacement-timeout --nop-interval --nop-timeout; do
+	for f in --replacement-timeout --nop-interval --nop-timeout --command-timeout; do
 		grep -q -- "$f" /tmp/attach-help.txt || {
 			echo "iser-attach attach has no $f"
 			return 1
