@@ -208,3 +208,97 @@ func TestSubmittedCommandReleasedOnlyAfterTeardown(t *testing.T) {
 		t.Fatal("Submit on an ended session succeeded")
 	}
 }
+
+// TestSubmitWaitsForTheWindowInOrder: the target's window is one command
+// and it answers each command a little later; commands submitted at once
+// wait for the window in a FIFO and go out in submission order, one CmdSN
+// after the other.
+func TestSubmitWaitsForTheWindowInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var lbas []byte
+	s, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() == pdu.OpLoginReq {
+			tg.Window = 1
+			return tg.Login(req, iscsitest.LoginOptions{})
+		}
+		if req.BHS.Opcode() == pdu.OpSCSICommand {
+			var c pdu.SCSICommand
+			_ = c.Unmarshal(&req.BHS)
+			mu.Lock()
+			lbas = append(lbas, c.CDB[5])
+			mu.Unlock()
+			r := tg.Good(req)
+			r[0].Delay = time.Millisecond
+			return r
+		}
+		return tg.Good(req)
+	}, func(c *initiator.SessionConfig) { c.QueueDepth, c.NOPInterval = 8, -1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 20
+	c := &counter{calls: map[initiator.Tag]int{}}
+	c.wg.Add(n)
+	for i := range n {
+		cmd := write10(make([]byte, 512))
+		cmd.CDB[5] = byte(i)
+		if err := s.Submit(cmd, c, initiator.Tag(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wg.Wait()
+	if len(c.errs) > 0 {
+		t.Fatalf("errors: %v", c.errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, lba := range lbas {
+		if lba != byte(i) {
+			t.Fatalf("target saw LBAs %v; want submission order", lbas)
+		}
+	}
+	if len(lbas) != n {
+		t.Fatalf("target saw %d commands", len(lbas))
+	}
+}
+
+// TestSubmittedCommandTimesOutAndIsAborted: a swallowed command started
+// with Submit times out; the error handling aborts it and its CommandDone
+// reports ErrCommandTimeout and ErrTaskAborted, once; the session stays.
+func TestSubmittedCommandTimesOutAndIsAborted(t *testing.T) {
+	var log pduLog
+	swallowed := false
+	s, _, err := loginTo(t, withLogin(func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		log.add(0, req)
+		if req.BHS.Opcode() == pdu.OpSCSICommand && !swallowed {
+			swallowed = true
+			tg.Ack(req)
+			return nil
+		}
+		return tg.Good(req)
+	}), func(c *initiator.SessionConfig) { c.CommandTimeout, c.NOPInterval = 100*time.Millisecond, -1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	o := make(outcomes, 2)
+	if err := s.Submit(write10(make([]byte, 512)), o, 3); err != nil {
+		t.Fatal(err)
+	}
+	x := <-o
+	if !errors.Is(x.err, initiator.ErrCommandTimeout) || !errors.Is(x.err, initiator.ErrTaskAborted) {
+		t.Fatalf("CommandDone: %v; want a timeout ended by ABORT TASK", x.err)
+	}
+	select {
+	case x := <-o:
+		t.Fatalf("a second CommandDone: %+v", x)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if got := log.get(0); len(got) != 2 || got[1][:6] != "abort " {
+		t.Fatalf("target saw %q; want the command and ABORT TASK", got)
+	}
+	if err := s.Err(); err != nil || s.CommandTimeouts() != 1 {
+		t.Fatalf("session: %v, %d timeouts; want up with one", err, s.CommandTimeouts())
+	}
+}
