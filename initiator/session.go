@@ -63,17 +63,26 @@ var ErrTargetLogout = errors.New("target requested logout")
 const maxStatSNGap = 1 << 12
 
 // Session is a logged-in iSCSI session over one connection, in full feature
-// phase. It is safe for concurrent use: many goroutines issue commands.
+// phase. It is safe for concurrent use: many goroutines issue commands,
+// blocking (Do) or with a callback (Submit).
+//
+// Every request in flight has an entry in a task array (task.go), found by
+// the index in its ITT; a generation in the ITT's high bits tells the uses
+// of an entry apart.
 //
 // Goroutines: NewSession starts a reader (dispatches every PDU from the
-// datamover) and a keepalive (NOP-Out pings). Close, or a connection failure,
-// ends them in this order: the session error is set (no new request is
-// issued; the pending ones are parked), the datamover is closed (the socket
-// closed or the queue pair drained and destroyed), which unblocks the
-// reader; the reader, once it has stopped placing data, closes the
-// datamover again (waiting for a Close in progress) and only then releases
-// the parked waiters. The keepalive is stopped, and Close waits for both.
-// So no caller is told its command ended while the old connection can
+// datamover and runs the callbacks of the commands it completes) and a
+// keepalive (NOP-Out pings); one timer (the watchdog) fires at the oldest
+// command deadline, and a LUN with a command to end at the target gets an
+// error-handling goroutine while it has one (eh.go). Close, or a connection
+// failure, ends them in this order: the session error is set (no new
+// request is issued; commands not yet sent end at once; the requests in
+// flight are parked), the datamover is closed (the socket closed or the
+// queue pair drained and destroyed), which unblocks the reader; the reader,
+// once it has stopped placing data, closes the datamover again (waiting for
+// a Close in progress) and only then releases the parked requests (waiters
+// and callbacks). The keepalive is stopped, and Close waits for all of
+// them. So no caller is told its command ended while the old connection can
 // still place data in its buffer.
 type Session struct {
 	dm     Datamover
