@@ -24,7 +24,7 @@ type loopDM struct {
 	mu       sync.Mutex
 	statSN   uint32
 	expCmdSN uint32
-	resps    [1 << 16]pdu.PDU // by task index (the ITT's low 16 bits)
+	resps    [256]pdu.PDU // by task index (the ITT's low bits; sessions here have fewer entries)
 	q        chan *pdu.PDU
 	closed   chan struct{}
 	once     sync.Once
@@ -84,7 +84,7 @@ func (d *loopDM) SendCommand(cmd *pdu.SCSICommand, t *initiator.Task) error {
 	defer d.mu.Unlock()
 	d.expCmdSN = cmd.CmdSN + 1
 	resp := pdu.SCSIResponse{ITT: cmd.ITT, TargetSNs: d.sns()}
-	p := &d.resps[cmd.ITT&0xffff]
+	p := &d.resps[cmd.ITT&0xff]
 	p.BHS = pdu.BHS{}
 	resp.Marshal(&p.BHS)
 	select {
