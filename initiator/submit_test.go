@@ -302,3 +302,35 @@ func TestSubmittedCommandTimesOutAndIsAborted(t *testing.T) {
 		t.Fatalf("session: %v, %d timeouts; want up with one", err, s.CommandTimeouts())
 	}
 }
+
+// TestISERSubmitReadsThroughBounceSlots: over the fake iSER target, 64
+// reads submitted at once into unregistered buffers go through bounce
+// slots reserved before each command's CmdSN; every buffer ends up with its
+// blocks.
+func TestISERSubmitReadsThroughBounceSlots(t *testing.T) {
+	s, _, fc := iserSessionDepth(t, 1024, 8)
+	disk := fc.Target().Disk()
+	for i := range disk {
+		disk[i] = byte(i/512 + 1)
+	}
+	const n = 64
+	bufs := make([][]byte, n)
+	c := &counter{calls: map[initiator.Tag]int{}}
+	c.wg.Add(n)
+	for i := range n {
+		bufs[i] = make([]byte, 4096)
+		cmd := &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x88, uint64(i*8), 8), Read: bufs[i]}
+		if err := s.Submit(cmd, c, initiator.Tag(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wg.Wait()
+	if len(c.errs) > 0 {
+		t.Fatalf("%d errors, first %v", len(c.errs), c.errs[0])
+	}
+	for i := range n {
+		if !bytes.Equal(bufs[i], disk[i*4096:(i+1)*4096]) {
+			t.Fatalf("read %d: wrong data", i)
+		}
+	}
+}
