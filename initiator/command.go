@@ -190,8 +190,9 @@ func (s *Session) launch(idx int) {
 		return
 	}
 	err = s.startLocked(idx)
+	err = s.startedLocked(err)
 	s.mu.Unlock()
-	s.afterStart(err)
+	s.posted(true, err)
 }
 
 func checkCommand(c *Command) error {
@@ -263,16 +264,22 @@ func (s *Session) openWindowLocked() {
 	}
 }
 
-// afterStart runs after the lock that started commands is released: it
-// posts what the datamover batched and fails the session for a failed send.
-func (s *Session) afterStart(err error) {
-	s.mu.Lock()
+// startedLocked collects what starting commands under the lock left to do
+// once it is released: it returns the first send failure (err, or one met
+// sending commands the window let through) and clears the pending kick.
+func (s *Session) startedLocked(err error) error {
 	if err == nil {
 		err = s.sendErr
 	}
 	s.sendErr, s.kickPending = nil, false
-	s.mu.Unlock()
-	if err == nil {
+	return err
+}
+
+// posted runs after the lock that started commands is released: it posts
+// what the datamover batched (kick) and fails the session for a failed
+// send.
+func (s *Session) posted(kick bool, err error) {
+	if err == nil && kick {
 		err = s.kick()
 	}
 	if err != nil {

@@ -109,7 +109,7 @@ type Session struct {
 	wdArmed   bool    // the watchdog timer is set
 	// sendErr is a send failure met under the lock, and kickPending says
 	// commands were handed to the datamover under it: whoever releases
-	// the lock posts them (kick) and fails the session (afterStart).
+	// the lock posts them (kick) and fails the session (posted).
 	sendErr     error
 	kickPending bool
 	err         error // sticky: the reason the session ended
@@ -524,10 +524,12 @@ func (s *Session) updateSNs(op pdu.Opcode, sn pdu.TargetSNs, advance bool) error
 	s.mu.Lock()
 	err := s.updateSNsLocked(op, sn, advance)
 	kick := s.kickPending
-	s.mu.Unlock()
+	var serr error
 	if kick {
-		s.afterStart(nil) // commands the window let through
+		serr = s.startedLocked(nil)
 	}
+	s.mu.Unlock()
+	s.posted(kick, serr) // commands the window let through
 	return err
 }
 
