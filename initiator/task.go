@@ -44,9 +44,10 @@ type Tag uint16
 type CommandDone interface {
 	// CommandDone reports the end of the command submitted with tag. r
 	// is valid only during the call (nil when err is not); err is what
-	// Session.Do would return. It runs on a session goroutine (the
-	// reader, the error handler, or the teardown) and must not block;
-	// it may call Submit.
+	// Session.Do would return. It runs on the goroutine that ended the
+	// command: the session's reader for a status, else an error handler,
+	// the session's failure or teardown, or Submit's caller for a command
+	// that could not start. It must not block; it may call Submit.
 	CommandDone(tag Tag, r *Result, err error)
 }
 
