@@ -11,8 +11,8 @@
 #   check    (guest, vmlab-check.service, after mnt-vol1.mount) the package is installed and
 #            its files unchanged, iser-attach@vol1 runs the packaged unit and
 #            /usr/sbin/iser-attach; /mnt/vol1 is mounted from /dev/iser/vol1 -> /dev/ublkbN, by systemd's units in the
-#            right order; a file written and synced; the postinst run again with systemd up
-#            reloads it; then poweroff
+#            right order; a file written and synced; dpkg -i again with systemd up (an
+#            upgrade in place) reloads it and leaves the volume running; then poweroff
 #   host     (host, after the VM exited) the markers: the file system was unmounted before
 #            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
 #            link and logged out; the file system on the LUN's backing file is clean and holds
@@ -45,7 +45,7 @@ packaged_files_intact() {
 packaged_unit() {
 	_f=/lib/systemd/system/iser-attach@.service
 	_cat=$(systemctl cat "$1") || return 1
-	echo "systemctl cat $1: $(printf '%s\n' "$_cat" | grep '^# /' | tr '\n' ' ')"
+	echo "systemctl cat $1: $(printf '%s\n' "$_cat" | grep -E '^# /[^ ]+$' | tr '\n' ' ')"
 	_first=$(printf '%s\n' "$_cat" | head -n1)
 	_path=${_first#\# }
 	[ "$(readlink -f "$_path")" = "$(readlink -f $_f)" ] || {
@@ -254,15 +254,20 @@ check)
 	step write sh -c "head -c 3M /dev/urandom >$MNT/vmlab-data && sync -f $MNT/vmlab-data"
 	sha256sum <$MNT/vmlab-data | cut -d' ' -f1 >/mnt/out/data.sha256
 	step fstab-check /usr/sbin/iser-fstab check
-	# The postinst once more (as an upgrade runs it), now with systemd and udevd up: it exits 0
-	# and systemd reloads (its journal says so).
+	# An upgrade in place, now with systemd and udevd up: dpkg -i of the package again (prerm
+	# upgrade, postinst configure: deb-systemd-helper, daemon-reload, udev's reload). It exits 0,
+	# systemd logs the reload, the target stays enabled, the running volume is left alone (and
+	# detaches cleanly at shutdown, from the binary it started with).
 	echo "with systemd: /run/systemd/system $(test -d /run/systemd/system && echo present || echo absent)," \
 		"/run/udev/control $(test -S /run/udev/control && echo present || echo absent)"
-	n0=$(reloads)
 	step udevd-running test -S /run/udev/control
-	step postinst-live /var/lib/dpkg/info/iser-attach.postinst configure "$(dpkg-query -W -f='${Version}' iser-attach)"
+	n0=$(reloads)
+	set -- "$VMLAB_BIN"/iser-attach_*.deb
+	step reinstall dpkg -i "$1"
 	step postinst-reloaded reloaded_since "$n0"
-	echo "systemd reloads in the journal: $n0 before the postinst, $(reloads) after"
+	echo "systemd reloads in the journal: $n0 before the reinstall, $(reloads) after"
+	step reinstalled-intact packaged_files_intact
+	step target-still-enabled systemctl -q is-enabled iser-attach.target
 	step volume-still-active systemctl -q is-active $unit
 	;;
 
