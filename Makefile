@@ -42,8 +42,9 @@ unit:
 fuzz:
 	scripts/fuzz-short.sh $(FUZZTIME)
 
-# The VM lab: soft-RoCE, LIO with iSER, the kernel initiators, nbd, ublk.
-e2e: build build-nocgo test-bins
+# The VM lab: soft-RoCE, LIO with iSER, the kernel initiators, nbd, ublk; its systemd boot
+# installs the package (deb). ISER_VMLAB_TESTS=90-systemd-fstab runs that boot alone.
+e2e: build build-nocgo test-bins deb
 	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
 
 # The VM lab's soak test alone (tests/80-soak.sh): SOAK_FAULTS random faults on two volumes

@@ -2,14 +2,17 @@
 # 90-systemd-fstab: with systemd as the guest's init, a volume that is enabled and listed in
 # fstab is attached and mounted at boot, and unmounted and detached cleanly at shutdown.
 #
-#   setup    (guest, before systemd) scripts/install.sh as `make install` does, vol1.conf,
-#            systemctl enable iser-attach@vol1, iser-fstab add vol1 /mnt/vol1 ext4; the lab's
-#            units: vmlab-target.service (soft-RoCE + LIO with iSER, the LUN's backing file in
-#            the out share, mkfs.ext4 on it; before network-online.target) and markers on
-#            iser-attach@vol1's stop
-#   check    (guest, vmlab-check.service, after mnt-vol1.mount) /mnt/vol1 is mounted from
-#            /dev/iser/vol1 -> /dev/ublkbN, by systemd's units in the right order; a file
-#            written and synced; then poweroff
+#   setup    (guest, before systemd) dpkg -i of the package `make deb` built
+#            (bin/iser-attach_VERSION-1_ARCH.deb; its postinst runs while systemd is not yet
+#            PID 1), vol1.conf, systemctl enable iser-attach@vol1, iser-fstab add vol1
+#            /mnt/vol1 ext4; the lab's units: vmlab-target.service (soft-RoCE + LIO with iSER,
+#            the LUN's backing file in the out share, mkfs.ext4 on it; before
+#            network-online.target) and markers on iser-attach@vol1's stop
+#   check    (guest, vmlab-check.service, after mnt-vol1.mount) the package is installed and
+#            its files unchanged, iser-attach@vol1 runs the packaged unit and
+#            /usr/sbin/iser-attach; /mnt/vol1 is mounted from /dev/iser/vol1 -> /dev/ublkbN, by systemd's units in the
+#            right order; a file written and synced; dpkg -i again with systemd up (an
+#            upgrade in place) reloads it and leaves the volume running; then poweroff
 #   host     (host, after the VM exited) the markers: the file system was unmounted before
 #            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
 #            link and logged out; the file system on the LUN's backing file is clean and holds
@@ -29,15 +32,80 @@ mark() {
 	echo "vmlab: mark $_m" >/dev/console 2>/dev/null || true
 }
 
+# packaged_files_intact: dpkg --verify finds no installed file of the package changed.
+packaged_files_intact() {
+	_v=$(dpkg --verify iser-attach 2>&1)
+	[ -z "$_v" ] && return 0
+	echo "$_v" >&2
+	return 1
+}
+
+# packaged_unit UNIT: systemctl cat UNIT starts with the package's iser-attach@.service, as
+# shipped (then the lab's drop-in).
+packaged_unit() {
+	_f=/lib/systemd/system/iser-attach@.service
+	_cat=$(systemctl cat "$1") || return 1
+	echo "systemctl cat $1: $(printf '%s\n' "$_cat" | grep -E '^# /[^ ]+$' | tr '\n' ' ')"
+	_first=$(printf '%s\n' "$_cat" | head -n1)
+	_path=${_first#\# }
+	[ "$(readlink -f "$_path")" = "$(readlink -f $_f)" ] || {
+		echo "the unit's file is '$_path', not the package's $_f" >&2
+		return 1
+	}
+	packaged $_f || return 1
+	printf '%s\n' "$_cat" | sed -n "2,$(($(wc -l <$_f) + 1))p" | cmp -s - $_f || {
+		echo "systemctl cat $1 differs from $_f" >&2
+		return 1
+	}
+}
+
+# reloads: how many reloads systemd logged in this boot.
+reloads() {
+	journalctl -b -o cat _PID=1 2>/dev/null | grep -c 'Reloading' || true
+}
+
+# reloaded_since N: systemd logged more than N reloads (journald may store the line late).
+reloaded_since() {
+	wait_for 10 sh -c "test \$(journalctl -b -o cat _PID=1 | grep -c Reloading) -gt $1"
+}
+
+# packaged PATH...: each PATH belongs to the package iser-attach.
+packaged() {
+	for _p; do
+		dpkg-query -S "$_p" | grep -qx "iser-attach: $_p" || {
+			echo "$_p: not from the package: $(dpkg-query -S "$_p" 2>&1)" >&2
+			return 1
+		}
+	done
+}
+
 case $what in
 setup)
 	. "$VMLAB_LIB"
-	step binary test -x "$VMLAB_BIN/iser-attach"
-	# What `make install` does on a live system (DESTDIR empty, PREFIX /usr/local).
-	step install env DESTDIR= PREFIX=/usr/local sh "$VMLAB_SRC/scripts/install.sh" install "$VMLAB_BIN/iser-attach"
-	step installed test -x /usr/local/sbin/iser-attach -a -x /usr/local/sbin/iser-fstab \
-		-a -f /usr/local/lib/systemd/system/iser-attach@.service -a -f /usr/local/lib/udev/rules.d/60-iser-attach.rules
+	# The package `make deb` built, installed as an administrator would (no `make install`).
+	set -- "$VMLAB_BIN"/iser-attach_*.deb
+	step deb-built sh -c "test -f '$1' || { echo 'no bin/iser-attach_*.deb: run make deb (make e2e does)' >&2; false; }"
+	step deb-one sh -c "test $# = 1 || { echo 'more than one package: $*' >&2; false; }"
+	deb=$1
+	echo "package: ${deb##*/}, version $(dpkg-deb -f "$deb" Version)"
+	# A package older than the tree it is tested with proves little: say so.
+	newer=$(cd "$VMLAB_SRC" && find cmd initiator rdma nbd ublk volume scripts/systemd scripts/deb \
+		scripts/install.sh scripts/iser-fstab scripts/iser-fstab.8 -newer "$deb" -type f 2>/dev/null | head -n 3)
+	[ -z "$newer" ] || echo "vmlab: warning: ${deb##*/} is older than $(echo $newer) (make deb)" | tee /dev/console
+	step no-local-install test ! -e /usr/local/sbin/iser-attach -a ! -e /usr/local/lib/systemd/system/iser-attach@.service
+	# The postinst reloads systemd and udev only where they run; here they do not yet.
+	echo "before systemd: /run/systemd/system $(test -d /run/systemd/system && echo present || echo absent)," \
+		"/run/udev/control $(test -S /run/udev/control && echo present || echo absent)"
+	step no-systemd-yet test ! -d /run/systemd/system
+	step dpkg-install dpkg -i "$deb"
+	step dpkg-installed sh -c "dpkg-query -W -f='\${Status}\n' iser-attach | grep -qx 'install ok installed'"
+	step installed test -x /usr/sbin/iser-attach -a -x /usr/sbin/iser-fstab \
+		-a -f /lib/systemd/system/iser-attach@.service -a -f /lib/systemd/system/iser-attach.target \
+		-a -f /lib/udev/rules.d/60-iser-attach.rules -a -f /usr/share/man/man8/iser-attach.8.gz
+	step binary-version /usr/sbin/iser-attach version
+	# The postinst enabled the target through deb-systemd-helper (and recorded that).
 	step target-enabled systemctl -q is-enabled iser-attach.target
+	step target-state test -e /var/lib/systemd/deb-systemd-helper-enabled/iser-attach.target.dsh-also
 	step volume-dir test -d /etc/iser-attach/volumes
 	cat >/etc/iser-attach/volumes/$NAME.conf <<-EOF
 		# vmlab: the LIO target of vmlab-target.service over soft-RoCE
@@ -49,9 +117,9 @@ setup)
 	EOF
 	step enable-volume systemctl enable iser-attach@$NAME.service
 	step volume-enabled systemctl -q is-enabled iser-attach@$NAME.service
-	step fstab-add iser-fstab add $NAME $MNT ext4
+	step fstab-add /usr/sbin/iser-fstab add $NAME $MNT ext4
 	step fstab-line grep -qx "/dev/iser/$NAME $MNT ext4 defaults,_netdev,nofail,x-systemd.requires=iser-attach@$NAME.service 0 0" /etc/fstab
-	step fstab-check iser-fstab check
+	step fstab-check /usr/sbin/iser-fstab check
 
 	# The lab's stand-ins for the network and the storage array, and the shutdown markers.
 	cat >/etc/systemd/system/vmlab-target.service <<-EOF
@@ -139,10 +207,28 @@ check)
 	. $L/env
 	. "$VMLAB_LIB"
 	unit=iser-attach@$NAME.service
+	# The package: installed, its files as shipped (md5sums), the man page where man-db is.
+	dpkg-query -W -f='${Package} ${Version} ${Status}\n' iser-attach
+	step dpkg-status sh -c "dpkg -s iser-attach | grep -qx 'Status: install ok installed'"
+	step dpkg-verify packaged_files_intact
+	step packaged-files packaged /usr/sbin/iser-attach /usr/sbin/iser-fstab /lib/systemd/system/iser-attach.target \
+		/lib/udev/rules.d/60-iser-attach.rules
+	# Nothing from `make install` (/usr/local) or an administrator's copy shadows them.
+	step no-other-copy sh -c 'for f in /usr/local/sbin/iser-attach /usr/local/sbin/iser-fstab \
+		/usr/local/lib/systemd/system/iser-attach@.service /etc/systemd/system/iser-attach@.service \
+		/usr/local/lib/udev/rules.d/60-iser-attach.rules /etc/udev/rules.d/60-iser-attach.rules; do
+		test ! -e $f || { echo "$f exists" >&2; exit 1; }; done'
+	step in-path test "$(command -v iser-attach)" = /usr/sbin/iser-attach
+	if command -v man >/dev/null; then
+		step man-page man -w iser-attach
+	else
+		echo "skip man-page: no man-db in the guest (dpkg -L: $(dpkg -L iser-attach | grep '/man8/iser-attach\.8'))"
+	fi
 	step volume-active systemctl -q is-active $unit
 	systemctl status --no-pager $unit || true
+	step packaged-unit packaged_unit $unit
 	step type-notify test "$(systemctl show -p Type --value $unit)" = notify
-	step execstart sh -c "systemctl show -p ExecStart --value $unit | grep -q 'path=/usr/local/sbin/iser-attach ; argv\[\]=/usr/local/sbin/iser-attach --log-format=json attach --volume $NAME '"
+	step execstart sh -c "systemctl show -p ExecStart --value $unit | grep -q 'path=/usr/sbin/iser-attach ; argv\[\]=/usr/sbin/iser-attach --log-format=json attach --volume $NAME '"
 	step link test -L /dev/iser/$NAME
 	dev=$(readlink -f /dev/iser/$NAME)
 	echo "/dev/iser/$NAME -> $dev"
@@ -164,10 +250,25 @@ check)
 	step boot-order test "$t_target" -gt 0 -a "$t_ready" -gt "$t_target" -a "$t_mount" -gt "$t_ready"
 	# The target sees the session (the logout check at shutdown reads the same file).
 	step lio-session sh -c "grep -q . /sys/kernel/config/target/iscsi/$VMLAB_IQN/tpgt_1/dynamic_sessions"
-	step list sh -c "iser-attach list --json | jq -e '.[] | select(.name == \"$NAME\" and .device == \"$dev\")'"
+	step list sh -c "/usr/sbin/iser-attach list --json | jq -e '.[] | select(.name == \"$NAME\" and .device == \"$dev\")'"
 	step write sh -c "head -c 3M /dev/urandom >$MNT/vmlab-data && sync -f $MNT/vmlab-data"
 	sha256sum <$MNT/vmlab-data | cut -d' ' -f1 >/mnt/out/data.sha256
-	step fstab-check iser-fstab check
+	step fstab-check /usr/sbin/iser-fstab check
+	# An upgrade in place, now with systemd and udevd up: dpkg -i of the package again (prerm
+	# upgrade, postinst configure: deb-systemd-helper, daemon-reload, udev's reload). It exits 0,
+	# systemd logs the reload, the target stays enabled, the running volume is left alone (and
+	# detaches cleanly at shutdown, from the binary it started with).
+	echo "with systemd: /run/systemd/system $(test -d /run/systemd/system && echo present || echo absent)," \
+		"/run/udev/control $(test -S /run/udev/control && echo present || echo absent)"
+	step udevd-running test -S /run/udev/control
+	n0=$(reloads)
+	set -- "$VMLAB_BIN"/iser-attach_*.deb
+	step reinstall dpkg -i "$1"
+	step postinst-reloaded reloaded_since "$n0"
+	echo "systemd reloads in the journal: $n0 before the reinstall, $(reloads) after"
+	step reinstalled-intact packaged_files_intact
+	step target-still-enabled systemctl -q is-enabled iser-attach.target
+	step volume-still-active systemctl -q is-active $unit
 	;;
 
 host)
