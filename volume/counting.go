@@ -41,6 +41,10 @@ type Counting struct {
 	stop     chan struct{}
 	once     sync.Once
 	done     chan struct{}
+
+	// OnError, when set before I/O starts, is told of every I/O that
+	// fails (the frontend then sees an errno): op, offset, length, error.
+	OnError func(op string, off int64, n int64, err error)
 }
 
 // NewCounting wraps b and starts the sampler.
@@ -111,6 +115,9 @@ func (c *Counting) ReadAt(ctx context.Context, p []byte, off int64) error {
 	start := c.io.Begin()
 	err := c.Backend.ReadAt(ctx, p, off)
 	c.io.End(metrics.OpRead, len(p), start, err)
+	if err != nil && c.OnError != nil {
+		c.OnError("read", off, int64(len(p)), err)
+	}
 	return err
 }
 
@@ -119,6 +126,9 @@ func (c *Counting) WriteAt(ctx context.Context, p []byte, off int64, fua bool) e
 	start := c.io.Begin()
 	err := c.Backend.WriteAt(ctx, p, off, fua)
 	c.io.End(metrics.OpWrite, len(p), start, err)
+	if err != nil && c.OnError != nil {
+		c.OnError("write", off, int64(len(p)), err)
+	}
 	return err
 }
 
@@ -127,6 +137,9 @@ func (c *Counting) Flush(ctx context.Context) error {
 	start := c.io.Begin()
 	err := c.Backend.Flush(ctx)
 	c.io.End(metrics.OpFlush, 0, start, err)
+	if err != nil && c.OnError != nil {
+		c.OnError("flush", 0, 0, err)
+	}
 	return err
 }
 
@@ -135,6 +148,9 @@ func (c *Counting) Trim(ctx context.Context, off, length int64) error {
 	start := c.io.Begin()
 	err := c.Backend.Trim(ctx, off, length)
 	c.io.End(metrics.OpDiscard, int(length), start, err)
+	if err != nil && c.OnError != nil {
+		c.OnError("discard", off, length, err)
+	}
 	return err
 }
 
@@ -143,5 +159,8 @@ func (c *Counting) WriteZeroes(ctx context.Context, off, length int64, mayUnmap,
 	start := c.io.Begin()
 	err := c.Backend.WriteZeroes(ctx, off, length, mayUnmap, fua)
 	c.io.End(metrics.OpWriteZeroes, int(length), start, err)
+	if err != nil && c.OnError != nil {
+		c.OnError("write_zeroes", off, length, err)
+	}
 	return err
 }

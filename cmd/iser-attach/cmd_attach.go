@@ -303,6 +303,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	}
 	defer l.Close()
 	counting := volume.NewCounting(l.LUN)
+	counting.OnError = newIOErrorLog(logger).report
 	defer counting.Close()
 	me.add(name, l, counting.IO())
 	dev, err := frontends[sp.Frontend](ctx, sp, counting, l)

@@ -51,6 +51,7 @@ func serveCommand() *cli.Command {
 				return err
 			}
 			counting := volume.NewCounting(l.LUN)
+			counting.OnError = newIOErrorLog(logger).report
 			defer counting.Close()
 			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO())
 			return endServe(l, serveLUN(ctx, c, l, counting))

@@ -247,7 +247,7 @@ for kind in $order; do
 		eval "_m=\$m$v _n=\$n$v"
 		tail -n +$((_m + 1)) "/run/iser-attach/$_n.log" 2>/dev/null |
 			jq -R -c 'fromjson? | select(.level == "warn" or .level == "error") | [.message, .error]' 2>/dev/null |
-			head -n 4 | sed "s/^/soak $lbl: $v log: /"
+			head -n 10 | sed "s/^/soak $lbl: $v log: /"
 	done
 	wait $fa $fb || true
 	kill $wa $wb 2>/dev/null
