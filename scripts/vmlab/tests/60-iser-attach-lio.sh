@@ -81,7 +81,7 @@ step lio-no-iser env LIO_ISER=0 sh -c '. "$VMLAB_LIB"; lio_target "$0" rd:16' "$
 step no-iser-refused sh -c "! iser-attach info --transport iser --portal $portal --target $iqn \
 	2>$VMLAB_RESULTS/no-iser.txt"
 step no-iser-message grep -q 'dial iser' "$VMLAB_RESULTS/no-iser.txt"
-step auto-falls-back sh -c "iser-attach info --transport auto --portal $portal --target $iqn --json \
+step auto-falls-back sh -c "iser-attach info --transport auto --portal $portal --target $iqn --lun 0 --json \
 	2>$VMLAB_RESULTS/auto.log | jq -e '.transport == \"tcp\"'"
 step auto-says-why grep -q 'transport chosen.*tcp' "$VMLAB_RESULTS/auto.log"
 step lio-teardown-3 lio_teardown
