@@ -126,9 +126,20 @@ func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
 // TestNexusISERCommandBetweenConnectionAndSessionFailure: LIO disabling
 // its TPG (the VM lab's soak) ends the RDMA connection; the datamover sees
 // the flushed receives before the session's reader learns of the end, and
-// a command started in between must be reissued on the next session like
-// the ones in flight, not failed alone (ublk returned EIO for such writes).
+// a command started in between (with Do or Submit) must be reissued on the
+// next session like the ones in flight, not failed alone (ublk returned
+// EIO for such writes).
 func TestNexusISERCommandBetweenConnectionAndSessionFailure(t *testing.T) {
+	for _, submit := range []bool{false, true} {
+		name := "Do"
+		if submit {
+			name = "Submit"
+		}
+		t.Run(name, func(t *testing.T) { testCommandBetweenFailures(t, submit) })
+	}
+}
+
+func testCommandBetweenFailures(t *testing.T, submit bool) {
 	const depth, blocks = 8, 2048
 	var mu sync.Mutex
 	var conns []*isertest.Conn
@@ -177,12 +188,30 @@ func TestNexusISERCommandBetweenConnectionAndSessionFailure(t *testing.T) {
 	}
 	w := make([]byte, 4096)
 	rand.Read(w)
-	res, err := nx.Do(ctx5(t), &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x8a, 8, 8), Write: w})
-	if err != nil {
-		t.Fatalf("write started after the connection failed: %v (want it reissued on the next session)", err)
+	c := &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x8a, 8, 8), Write: w}
+	var x outcome
+	if submit {
+		o := make(outcomes, 1)
+		if err := nx.Submit(c, o, 1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case x = <-o:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no CommandDone")
+		}
+	} else {
+		res, err := nx.Do(ctx5(t), c)
+		x.err = err
+		if res != nil {
+			x.status = res.Status
+		}
 	}
-	if res.Status != 0 {
-		t.Fatalf("write status %#x", res.Status)
+	if x.err != nil {
+		t.Fatalf("write started after the connection failed: %v (want it reissued on the next session)", x.err)
+	}
+	if x.status != 0 {
+		t.Fatalf("write status %#x", x.status)
 	}
 	if nx.Status().Recoveries == 0 {
 		t.Fatal("no recovery, yet the write succeeded")
