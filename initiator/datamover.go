@@ -1,6 +1,7 @@
 package initiator
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
@@ -51,11 +52,18 @@ type Datamover interface {
 // CommandPreparer is a datamover that reserves a command's resources (the
 // iSER bounce slot) before the session gives the command a CmdSN. An error
 // fails only that command: the session stays up, where the same error from
-// SendCommand, after the CmdSN was taken, would drop it. The reservation is
-// used by SendCommand and returned by TaskDone.
+// SendCommand, after the CmdSN was taken, would drop it. The exception is
+// an error wrapping errConnectionEnded (the connection already failed,
+// before the session's reader learnt of it): the session then fails with
+// it, so the command is reissued on the next session like those in flight.
+// The reservation is used by SendCommand and returned by TaskDone.
 type CommandPreparer interface {
 	PrepareCommand(t *Task) error
 }
+
+// errConnectionEnded is wrapped by a CommandPreparer's error when the
+// connection has failed or closed: a session failure, not the command's.
+var errConnectionEnded = errors.New("connection ended")
 
 // Task is one SCSI command's data, shared by the session and the datamover.
 // The session reuses a Task for a later command once TaskDone has returned;

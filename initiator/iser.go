@@ -444,7 +444,7 @@ func (d *ISERDatamover) PrepareCommand(t *Task) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return d.closedErr()
+		return fmt.Errorf("iser: prepare command: %w: %w", errConnectionEnded, d.closedErr())
 	}
 	_, err := d.prepareLocked(t, buf)
 	return err

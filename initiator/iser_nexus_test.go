@@ -122,3 +122,104 @@ func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
 	}
 	checkPinned(second)
 }
+
+// TestNexusISERCommandBetweenConnectionAndSessionFailure: LIO disabling
+// its TPG (the VM lab's soak) ends the RDMA connection; the datamover sees
+// the flushed receives before the session's reader learns of the end, and
+// a command started in between (with Do or Submit) must be reissued on the
+// next session like the ones in flight, not failed alone (ublk returned
+// EIO for such writes).
+func TestNexusISERCommandBetweenConnectionAndSessionFailure(t *testing.T) {
+	for _, submit := range []bool{false, true} {
+		name := "Do"
+		if submit {
+			name = "Submit"
+		}
+		t.Run(name, func(t *testing.T) { testCommandBetweenFailures(t, submit) })
+	}
+}
+
+func testCommandBetweenFailures(t *testing.T, submit bool) {
+	const depth, blocks = 8, 2048
+	var mu sync.Mutex
+	var conns []*isertest.Conn
+	var disk []byte
+	cfg := initiator.NexusConfig{
+		Portals: []string{"fake-iser:3260"},
+		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
+			ISID: initiator.ISIDFromName("vol")}, NOPInterval: -1, QueueDepth: depth},
+		ReplacementTimeout: 10 * time.Second,
+		MinBackoff:         5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	}
+	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
+		fc := isertest.NewConn(blocks)
+		mu.Lock()
+		if disk != nil {
+			copy(fc.Target().Disk(), disk)
+		}
+		disk = fc.Target().Disk()
+		conns = append(conns, fc)
+		mu.Unlock()
+		dm, err := initiator.NewISERDatamover(fc, depth)
+		if err != nil {
+			return nil, err
+		}
+		return initiator.NewSession(ctx, dm, sc)
+	})
+	nx, err := initiator.DialNexus(ctx5(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nx.Close() })
+	mu.Lock()
+	first := conns[0]
+	mu.Unlock()
+
+	held := first.HoldDrain()
+	first.Disconnect()
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the datamover did not take the flushed receives")
+	}
+	if st := nx.Status(); st.State != initiator.NexusUp {
+		t.Fatalf("nexus %v before the session learnt of the end: the test needs the window", st.State)
+	}
+	w := make([]byte, 4096)
+	rand.Read(w)
+	c := &initiator.Command{LUN: [8]byte{0, 1}, CDB: rw16(0x8a, 8, 8), Write: w}
+	var x outcome
+	if submit {
+		o := make(outcomes, 1)
+		if err := nx.Submit(c, o, 1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case x = <-o:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no CommandDone")
+		}
+	} else {
+		res, err := nx.Do(ctx5(t), c)
+		x.err = err
+		if res != nil {
+			x.status = res.Status
+		}
+	}
+	if x.err != nil {
+		t.Fatalf("write started after the connection failed: %v (want it reissued on the next session)", x.err)
+	}
+	if x.status != 0 {
+		t.Fatalf("write status %#x", x.status)
+	}
+	if nx.Status().Recoveries == 0 {
+		t.Fatal("no recovery, yet the write succeeded")
+	}
+	mu.Lock()
+	last := conns[len(conns)-1]
+	mu.Unlock()
+	if last == first || !bytes.Equal(last.Target().Disk()[8*512:16*512], w) {
+		t.Fatal("the write did not reach the target through the next session")
+	}
+}

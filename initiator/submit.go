@@ -78,12 +78,18 @@ func (s *Session) takeQueuedLocked(q *queuedCmd) int {
 // launch starts the command prepared at idx: the datamover reserves what
 // it needs first (CommandPreparer, outside the session's lock: it may
 // register memory), so that a failure there ends only this command, before
-// it takes a CmdSN.
+// it takes a CmdSN. A datamover whose connection has ended fails the
+// session instead, and the command ends with the session's error, which a
+// Nexus reissues.
 func (s *Session) launch(idx int) {
 	t := &s.tt.tasks[idx]
 	var err error
 	if cp, ok := s.dm.(CommandPreparer); ok {
 		err = cp.PrepareCommand(&t.dt)
+		if errors.Is(err, errConnectionEnded) {
+			s.fail(fmt.Errorf("prepare command: %w", err))
+			err = nil // replaced by the session's error below
+		}
 	}
 	s.mu.Lock()
 	if err == nil && s.err != nil {

@@ -38,8 +38,10 @@ type Conn struct {
 	closed       bool
 	violations   []string
 	rkeyUses     map[uint32]int
-	skipRegs     int // RegisterMemory calls to let through before failRegs
-	failRegs     int // RegisterMemory calls left to fail
+	skipRegs     int           // RegisterMemory calls to let through before failRegs
+	failRegs     int           // RegisterMemory calls left to fail
+	holdDrain    bool          // Poll waits after the flushed completions
+	drainHeld    chan struct{} // closed when a Poll waits under holdDrain
 
 	target *Target
 	work   chan func()
@@ -270,9 +272,13 @@ func (c *Conn) Poll(ctx context.Context, out []rdma.Completion) (int, error) {
 			c.mu.Unlock()
 			return n, nil
 		}
-		if c.disconnected {
+		if c.disconnected && !c.holdDrain {
 			c.mu.Unlock()
 			return 0, rdma.ErrDisconnected
+		}
+		if c.disconnected && c.drainHeld != nil {
+			close(c.drainHeld)
+			c.drainHeld = nil
 		}
 		c.mu.Unlock()
 		select {
@@ -281,6 +287,19 @@ func (c *Conn) Poll(ctx context.Context, out []rdma.Completion) (int, error) {
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// HoldDrain makes the connection slow to report its end, as a real one
+// whose disconnect event is still to come: once disconnected, Poll
+// returns the flushed completions and then waits (until Close or its
+// context ends) instead of failing. The returned channel is closed when a
+// Poll waits so, the initiator having taken every flushed completion.
+func (c *Conn) HoldDrain() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdDrain = true
+	c.drainHeld = make(chan struct{})
+	return c.drainHeld
 }
 
 // Disconnect flushes the posted receives.
