@@ -372,7 +372,7 @@ func (c *checkedPool) WriteAt(ctx context.Context, b []byte, off int64, fua bool
 // server, whose answer dd gets.
 func TestLabDetachAbandonsStuckCall(t *testing.T) {
 	labSetup(t)
-	b := newStuckBackend()
+	b := newStuckBackend(3 << 16)
 	rand.Read(b.data)
 	d := createLab(t, b, DeviceOptions{QueueDepth: 16})
 	id, dev := d.ID(), d.BlockPath()

@@ -10,22 +10,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stuckBackend is a memBackend whose reads hang until their context is
-// cancelled, then keep running until late is closed and only then write
-// into the request buffer: a backend call that outlives its cancellation,
-// as an iSER command does until the target's answer (or the connection's
-// end) lands in the buffer.
+// stuckBackend is a memBackend whose reads at offset at hang until their
+// context is cancelled, then keep running until late is closed and only
+// then write into the request buffer: a backend call that outlives its
+// cancellation, as a LUN command does until its abort escalation ends
+// (initiator.Session.Do). Other reads are served.
 type stuckBackend struct {
 	*memBackend
+	at      int64
 	started chan struct{}
 	late    chan struct{}
 }
 
-func newStuckBackend() *stuckBackend {
-	return &stuckBackend{memBackend: newMemBackend(32<<20, 4096), started: make(chan struct{}, 64), late: make(chan struct{})}
+func newStuckBackend(at int64) *stuckBackend {
+	return &stuckBackend{memBackend: newMemBackend(32<<20, 4096), at: at, started: make(chan struct{}, 64),
+		late: make(chan struct{})}
 }
 
 func (s *stuckBackend) ReadAt(ctx context.Context, p []byte, off int64) error {
+	if off != s.at {
+		return s.memBackend.ReadAt(ctx, p, off)
+	}
 	s.started <- struct{}{}
 	<-ctx.Done()
 	<-s.late
@@ -70,7 +75,7 @@ func TestQueueReleaseWaitsForAbandonedCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer zero.Close()
-	b := newStuckBackend()
+	b := newStuckBackend(0)
 	bufs, err := newIOBuffers(b, 2, 64<<10)
 	if err != nil {
 		t.Fatal(err)
