@@ -4,6 +4,9 @@
 # (DetachTimeout plus the final flush and logout: 45 s at most), the next attach takes the
 # same /dev/ublkbN over, fio (writes in flight at the signal, every block read back and its
 # crc32c checked) passes, and the kernel logged no oops, BUG or "file count is 0"
+# Every third cycle the LUN's dm device is suspended 3 s before the signal (the target stops
+# completing commands, as in the soak's dm-suspend) and resumed 12 s later: the daemon must not
+# wait for the stuck commands (it abandons them; the next server gets the requests again).
 # (ublk_drv before 6.15 could complete a FETCH twice when the ring's cancellation met a
 # request being dispatched; the daemon holds new requests and closes its rings only once the
 # driver is quiet). Ends with fsck of the filesystem.
@@ -18,6 +21,7 @@ attach_args="--frontend ublk --transport iser --portal $portal --target $iqn --l
 cleanup() {
 	set +e
 	[ -z "${FIO_PID:-}" ] || kill "$FIO_PID" 2>/dev/null
+	lio_dm "$iqn" 0 resume >/dev/null 2>&1
 	umount "$mnt" 2>/dev/null
 	timeout 30 iser-attach detach --force "$name" >/dev/null 2>&1
 	cp /run/iser-attach/"$name".log "$VMLAB_RESULTS/" 2>/dev/null
@@ -41,7 +45,7 @@ no_oops() { # no_oops SINCE LABEL
 step binaries test -x "$VMLAB_BIN/iser-attach"
 step rxe-up rxe_up
 step ublk-load ublk_load
-step lio-target env LIO_WCE=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" file:128' "$iqn"
+step lio-target env LIO_WCE=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" dm:128' "$iqn"
 mkdir -p "$mnt"
 dmesg0=$(dmesg | wc -l)
 # shellcheck disable=SC2086
@@ -61,6 +65,13 @@ cycle() {
 	FIO_PID=$!
 	sleep 2
 	kill -0 "$FIO_PID" || { echo "fio ended before the signal"; return 1; }
+	stuck=
+	if [ $(($1 % 3)) = 0 ]; then
+		lio_dm "$iqn" 0 suspend || return 1
+		(sleep 15 && lio_dm "$iqn" 0 resume) &
+		stuck=$!
+		sleep 3
+	fi
 	t0=$(date +%s)
 	kill -TERM "$pid"
 	for _ in $(seq 1 90); do
@@ -68,6 +79,7 @@ cycle() {
 		sleep 0.5
 	done
 	dt=$(($(date +%s) - t0))
+	[ -z "$stuck" ] || wait "$stuck" || return 1
 	! kill -0 "$pid" 2>/dev/null || { echo "daemon $pid still running $dt s after SIGTERM"; return 1; }
 	tail -n +$((mark + 1)) /run/iser-attach/"$name".log | grep -q "left it for the next attach" || {
 		tail -n 20 /run/iser-attach/"$name".log
@@ -83,7 +95,7 @@ cycle() {
 	[ "$rc" = 0 ] || { echo "fio exit $rc"; tail -n 15 "$VMLAB_RESULTS/fio-c$1.txt"; return 1; }
 	grep -q "err= 0" "$VMLAB_RESULTS/fio-c$1.txt" || { echo "fio reported an error"; return 1; }
 	rm -f "$mnt"/c"$1".*
-	echo "cycle $1: daemon $pid left $dev in $dt s, taken over, fio verified"
+	echo "cycle $1: daemon $pid left $dev in $dt s${stuck:+ (target stalled)}, taken over, fio verified"
 	no_oops "$dmesg0" "c$1"
 }
 for i in $(seq 1 "${SIGTERM_CYCLES:-15}"); do
