@@ -45,7 +45,7 @@ no_oops() { # no_oops SINCE LABEL
 step binaries test -x "$VMLAB_BIN/iser-attach"
 step rxe-up rxe_up
 step ublk-load ublk_load
-step lio-target env LIO_WCE=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" dm:128' "$iqn"
+step lio-target lio_target "$iqn" dm:128
 mkdir -p "$mnt"
 dmesg0=$(dmesg | wc -l)
 # shellcheck disable=SC2086
