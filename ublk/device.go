@@ -352,20 +352,38 @@ func (d *Device) Close() error {
 	return d.Stop(ctx)
 }
 
-// Detach stops serving the device but leaves it in the kernel, for Recover
-// in this or another process: requests queue up in the kernel meanwhile
-// (the ones in flight now are reissued to the recovering server). Backend
-// calls in flight are waited for, their results dropped.
+// DetachTimeout bounds Detach: how long the backend calls in flight may
+// take to return before they are cancelled and abandoned.
+const DetachTimeout = 10 * time.Second
+
+// Detach is DetachContext with DetachTimeout.
 func (d *Device) Detach() error {
-	d.endOnce.Do(func() { d.endErr = d.teardown(context.Background(), false) })
+	ctx, cancel := context.WithTimeout(context.Background(), DetachTimeout)
+	defer cancel()
+	return d.DetachContext(ctx)
+}
+
+// DetachContext stops serving the device but leaves it in the kernel, for
+// Recover in this or another process: requests queue up in the kernel
+// meanwhile, and the ones in flight now are reissued to the recovering
+// server (they are never completed here). Backend calls in flight are
+// waited for until ctx ends, their results dropped; then they are
+// cancelled and abandoned (their buffers are freed only once they return).
+// It returns soon after ctx ends, whatever the backend does.
+func (d *Device) DetachContext(ctx context.Context) error {
+	d.endOnce.Do(func() { d.endErr = d.teardown(ctx, false) })
 	return d.endErr
 }
 
 // teardown ends the device. With remove: STOP_DEV first so the driver
 // completes what is in flight and aborts the FETCHes, then the queues end,
 // then DEL_DEV once the char device is closed (the driver waits for that).
-// Without remove: the queues are told to quit, the rings closed, and the
-// driver quiesces the device for recovery.
+// Without remove: the queues are told to quit, each closes its ring on its
+// own thread (the one the driver bound the queue to), and the driver
+// quiesces the device for recovery. Either way, once ctx ends the queues
+// stop waiting for backend calls, which are cancelled. Then, in this order
+// (the one ublksrv follows): every ring is closed, the descriptor mappings
+// go, the char device is closed, once, by this goroutine.
 func (d *Device) teardown(ctx context.Context, remove bool) error {
 	var errs []error
 	if remove && len(d.queues) > 0 {
@@ -379,15 +397,16 @@ func (d *Device) teardown(ctx context.Context, remove bool) error {
 		case <-time.After(2 * time.Second):
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
-			d.cancel() // give up on backend calls
-		}
 	}
 	for _, q := range d.queues {
 		q.stop()
 	}
-	for _, q := range d.queues {
-		<-q.exited
+	if !d.waitQueues(ctx) {
+		for _, q := range d.queues {
+			q.abandon()
+		}
+		d.cancel() // give up on backend calls
+		d.waitQueues(context.Background())
 	}
 	d.closeDone()
 	d.cancel()
@@ -408,6 +427,19 @@ func (d *Device) teardown(ctx context.Context, remove bool) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// waitQueues waits until every queue loop has ended, or ctx has; it
+// reports whether they all ended.
+func (d *Device) waitQueues(ctx context.Context) bool {
+	for _, q := range d.queues {
+		select {
+		case <-q.exited:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // ensureNode makes the device node path from the "major:minor" in sysDev

@@ -364,3 +364,74 @@ func (c *checkedPool) WriteAt(ctx context.Context, b []byte, off int64, fua bool
 	c.check(b, c.base)
 	return c.memBackend.WriteAt(ctx, b, off, fua)
 }
+
+// Detach with a backend call that does not return (a command stuck in its
+// timeout and abort escalation): Detach returns at its deadline, the call
+// is cancelled and abandoned, its late write into the buffer harms
+// nothing, and the request, never completed, is reissued to the next
+// server, whose answer dd gets.
+func TestLabDetachAbandonsStuckCall(t *testing.T) {
+	labSetup(t)
+	b := newStuckBackend(3 << 16)
+	rand.Read(b.data)
+	d := createLab(t, b, DeviceOptions{QueueDepth: 16})
+	id, dev := d.ID(), d.BlockPath()
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command("dd", "if="+dev, "of="+out, "bs=64k", "count=1", "skip=3", "iflag=direct", "status=none")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-b.started:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the read never reached the backend")
+	}
+	detached := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		detached <- d.DetachContext(ctx)
+	}()
+	select {
+	case err := <-detached:
+		if err != nil {
+			t.Fatalf("DetachContext: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("DetachContext still waiting for the stuck backend call 20 s after its 1 s deadline")
+	}
+	close(b.late) // the abandoned call returns now, writing into its buffer
+	select {
+	case err := <-waited:
+		t.Fatalf("dd finished while the device had no server: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d2, err := Recover(ctx, id, b.memBackend, DeviceOptions{})
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("Recover: %v", err)
+	}
+	defer d2.Close()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("dd after recovery: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("dd still blocked after recovery")
+	}
+	got, _ := os.ReadFile(out)
+	if !bytes.Equal(got, b.snapshot(3<<16, 1<<16)) {
+		t.Fatal("the reissued read returned other data")
+	}
+	if err := d2.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}

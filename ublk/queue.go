@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,10 +50,52 @@ type queue struct {
 	workers sync.WaitGroup
 	// jobs feeds depth long-lived workers: a goroutine per request would
 	// grow a fresh stack through the whole backend call chain every time.
-	jobs   chan job
-	ready  chan error    // the loop's setup result, once
-	exited chan struct{} // closed when the loop (and every worker) is done
-	err    error         // why the loop ended abnormally; read after exited
+	jobs     chan job
+	ready    chan error    // the loop's setup result, once
+	giveUp   chan struct{} // closed (by abandon) when a quitting loop stops waiting for backend calls
+	giveOnce sync.Once
+	exited   chan struct{} // closed when the loop has ended and its ring is closed
+	idle     chan struct{} // closed when every backend call has returned, after exited
+	relOnce  sync.Once
+	err      error // why the loop ended abnormally; read after exited
+}
+
+// quietPeriod is how long a quitting loop waits with no new request from
+// the driver before it closes its ring (see drainState).
+const quietPeriod = 200 * time.Millisecond
+
+// drainState is what a loop decides its end on.
+type drainState struct {
+	quit        bool      // asked to stop
+	gaveUp      bool      // the stop deadline passed: backend calls are abandoned
+	outstanding int       // FETCH commands the driver holds
+	inflight    int       // backend calls running
+	lastRequest time.Time // when the driver last handed us a request
+}
+
+// ended reports whether the loop may close its ring at now. Without quit it
+// ends only when the driver has aborted every tag (the device was stopped).
+// A quitting loop first lets the backend calls in flight return (their
+// results are dropped: no COMMIT, a recovering server gets the requests
+// again), until the deadline; and it holds, without serving, every request
+// the driver still hands it until none came for quietPeriod, or it holds
+// every tag: closing the ring cancels the FETCHes still in the driver, and
+// ublk_drv before Linux 6.15 (fixed upstream by "ublk: fix race between
+// io_uring_cmd_complete_in_task and ublk_cancel_cmd") can complete a FETCH
+// twice, and crash, when a request is being dispatched to it just then.
+// Every held request uses up a tag, so under any load the driver soon has
+// nothing more to dispatch.
+func (s drainState) ended(now time.Time) bool {
+	if s.outstanding == 0 && s.inflight == 0 {
+		return true
+	}
+	if !s.quit {
+		return false
+	}
+	if s.gaveUp {
+		return true
+	}
+	return s.inflight == 0 && (s.outstanding == 0 || now.Sub(s.lastRequest) >= quietPeriod)
 }
 
 func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*queue, error) {
@@ -67,27 +110,51 @@ func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*que
 		return nil, fmt.Errorf("ublk: queue %d eventfd: %w", id, err)
 	}
 	return &queue{id: id, depth: depth, charFd: charFd, b: b, bufs: bufs, descs: descs, efd: efd,
-		ready: make(chan error, 1), exited: make(chan struct{})}, nil
+		ready: make(chan error, 1), giveUp: make(chan struct{}), exited: make(chan struct{}),
+		idle: make(chan struct{})}, nil
 }
 
-// release frees what the queue holds, after its loop has exited.
+// release frees what the queue holds once its loop has exited: the
+// descriptor mapping now; the eventfd and the I/O buffers only when every
+// backend call has returned (idle), since an abandoned call may still
+// write into its buffer and then signal the eventfd: closed earlier, its
+// number could belong to another file by then. It does not wait for that.
+// Idempotent: each resource is let go exactly once.
 func (q *queue) release() {
-	if q.descs != nil {
-		_ = unix.Munmap(q.descs)
-		q.descs = nil
-	}
-	if q.efd >= 0 {
-		_ = unix.Close(q.efd)
-		q.efd = -1
-	}
-	q.bufs.free()
+	q.relOnce.Do(func() {
+		if q.descs != nil {
+			_ = unix.Munmap(q.descs)
+			q.descs = nil
+		}
+		go func() {
+			<-q.idle
+			_ = unix.Close(q.efd)
+			q.bufs.free()
+		}()
+	})
 }
 
-// stop asks the loop to end without waiting for the driver: the FETCHes
-// still in the kernel are cancelled with the ring.
+// stop asks the loop to end (see drainState): the FETCHes still in the
+// kernel are cancelled with the ring.
 func (q *queue) stop() {
 	q.quit.Store(true)
 	q.wake()
+}
+
+// abandon makes a stopping loop end without waiting for the backend calls
+// in flight any longer; the caller cancels them.
+func (q *queue) abandon() {
+	q.giveOnce.Do(func() { close(q.giveUp) })
+	q.wake()
+}
+
+func (q *queue) gaveUp() bool {
+	select {
+	case <-q.giveUp:
+		return true
+	default:
+		return false
+	}
 }
 
 func (q *queue) wake() {
@@ -102,11 +169,21 @@ func (q *queue) fail(err error) {
 	}
 }
 
+// watchIdle closes idle once every backend call has returned; the loop
+// calls it as it ends (no worker is added after that). Backend calls may
+// outlive the loop when they were abandoned.
+func (q *queue) watchIdle() {
+	go func() {
+		q.workers.Wait()
+		close(q.idle)
+	}()
+}
+
 // run is the queue's goroutine (see queue).
 func (q *queue) run() {
 	runtime.LockOSThread() // never unlocked: the thread ends with the loop
+	defer q.watchIdle()
 	defer close(q.exited)
-	defer q.workers.Wait()
 
 	r, err := newRing(uint32(q.depth+1), false)
 	if err != nil {
@@ -132,22 +209,28 @@ func (q *queue) run() {
 	for i := 0; i < q.depth; i++ {
 		go q.worker()
 	}
-	defer close(q.jobs) // runs before workers.Wait: the workers drain and exit
+	defer close(q.jobs) // the workers drain what is queued and exit
 	q.ready <- nil
 
-	outstanding, inflight := q.depth, 0
+	s := drainState{outstanding: q.depth}
 	for {
-		if q.quit.Load() && inflight == 0 {
-			return
+		if !s.quit && q.quit.Load() {
+			s.lastRequest = time.Now() // a dispatch may be under way: wait a quiet period
 		}
-		if outstanding == 0 && inflight == 0 {
-			return // every tag aborted: the device was stopped
+		s.quit, s.gaveUp = q.quit.Load(), q.gaveUp()
+		if s.ended(time.Now()) {
+			return // the deferred ring close runs on this thread
 		}
-		// Submit the commits and the poll prepared below, wait for more.
-		if err := r.enter(1, 0); err != nil {
+		// Submit the commits and the poll prepared below, wait for more;
+		// a quitting loop wakes up to look at the time.
+		wait := time.Duration(0)
+		if s.quit {
+			wait = quietPeriod / 4
+		}
+		if err := r.enter(1, wait); err != nil {
 			q.fail(fmt.Errorf("ublk queue %d: %w", q.id, err))
 			q.quit.Store(true)
-			return // the deferred Wait lets the workers finish
+			return // backend calls in flight finish on their own (idle)
 		}
 		for {
 			e, ok := r.peek()
@@ -163,23 +246,27 @@ func (q *queue) run() {
 				q.done = nil
 				q.mu.Unlock()
 				for _, c := range done {
-					inflight--
+					s.inflight--
 					if q.quit.Load() {
 						continue // no commit: a recovering server reissues it
 					}
 					q.prepCmd(r, uIOCommitAndFetchReq, c.tag, c.res)
-					outstanding++
+					s.outstanding++
 				}
 				prepPollAdd(r.sqe(), q.efd, pollTag)
 				continue
 			}
-			outstanding--
+			s.outstanding--
 			tag := int(e.UserData)
 			switch {
+			case e.Res == ioResOK && q.quit.Load():
+				// Held, not served: a recovering server gets it again.
+				s.lastRequest = time.Now()
 			case e.Res == ioResOK:
+				s.lastRequest = time.Now()
 				var d ioDesc
 				d.unmarshal(q.descs[tag*sizeofIODesc:])
-				inflight++
+				s.inflight++
 				q.workers.Add(1)
 				q.jobs <- job{tag: tag, d: d}
 			case e.Res == ioResAbort:
@@ -214,7 +301,10 @@ func (q *queue) worker() {
 
 func (q *queue) work(tag int, d ioDesc) {
 	defer q.workers.Done()
-	res := serve(q.ctx, q.b, request{desc: d, buf: q.bufs.bufs[tag]}, q.maxXfer, q.st)
+	var res int32
+	if !q.quit.Load() { // once stopping, queued requests are only handed back
+		res = serve(q.ctx, q.b, request{desc: d, buf: q.bufs.bufs[tag]}, q.maxXfer, q.st)
+	}
 	q.mu.Lock()
 	q.done = append(q.done, completion{tag: tag, res: res})
 	first := len(q.done) == 1

@@ -453,6 +453,10 @@ func (a *attached) stopOnSignal() (req *detachReq, left bool) {
 	}
 }
 
+// leaveBudget bounds leave before the logout: the device's Leave
+// (ublk.DetachTimeout) and the SYNCHRONIZE CACHE after it.
+const leaveBudget = 25 * time.Second
+
 // leave stops serving the ublk device and leaves it, quiesced, to the next
 // attach of the volume: what a crash would do, but with the requests in
 // flight completed and the target's cache flushed, and a clean logout.
@@ -461,11 +465,14 @@ func (a *attached) leave(rd recoverableDevice, where string) {
 	a.setState("detaching")
 	sdNotify("STOPPING=1")
 	errs := []error{}
+	// One budget for both: Leave returns within its own bound (requests
+	// whose backend calls are stuck are abandoned, for the next server),
+	// and SYNCHRONIZE CACHE gets what remains.
+	ctx, cancel := context.WithTimeout(context.Background(), leaveBudget)
+	defer cancel()
 	if err := rd.Leave(); err != nil {
 		errs = append(errs, fmt.Errorf("leave %s: %w", dev, err))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if err := a.lun.Flush(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("SYNCHRONIZE CACHE: %w", err))
 	}

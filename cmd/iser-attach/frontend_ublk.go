@@ -42,7 +42,9 @@ func (u *ublkDevice) Detach(ctx context.Context) error {
 
 // Leave stops serving the device but leaves it, and its state file, for
 // the next attach of the volume (ublk user recovery): I/O waits in the
-// kernel meanwhile.
+// kernel meanwhile. It returns within ublk.DetachTimeout: requests whose
+// LUN commands have not ended by then are abandoned, never completed, and
+// the next server gets them again.
 func (u *ublkDevice) Leave() error { return u.d.Detach() }
 
 // attachUblk creates /dev/ublkbN for the LUN, or takes over the device a
