@@ -423,12 +423,25 @@ tgt_iser() {
 	truncate -s "${_mib}M" /var/tmp/vmlab-tgt/lun1.img || return 1
 	if ! pidof tgtd >/dev/null; then
 		# A 2 GiB guest needs a smaller iSER buffer pool than tgtd's default; the iSCSI/TCP
-		# portal moves off 3260 so it cannot clash with LIO.
-		tgtd --iser pool_sz_mb=128 --iscsi portal=127.0.0.1:3261 >/tmp/tgtd.log 2>&1 || return 1
-		wait_for 10 tgtadm --lld iser --op show --mode target || {
+		# portal moves off 3260 so it cannot clash with LIO. Right after a killed tgtd the
+		# new one may come up without its RDMA CM listener (every connect is then rejected
+		# with reason 8 for good): start it again until it listens on 3260 (3 tries).
+		for _try in 1 2 3; do
+			tgtd --iser pool_sz_mb=128 --iscsi portal=127.0.0.1:3261 >/tmp/tgtd.log 2>&1 || return 1
+			wait_for 10 tgtadm --lld iser --op show --mode target || {
+				cat /tmp/tgtd.log >&2
+				return 1
+			}
+			_tp=$(pidof tgtd) || return 1 # the killed tgtd's cm_ids are gone with it
+			wait_for 10 sh -c "rdma res show cm_id | grep -q 'state LISTEN .* comm tgtd src-addr 0.0.0.0:3260'" && break
+			echo "tgt_iser: tgtd ($_tp) has no RDMA listener on 3260 (try $_try): restarting it" >&2
 			cat /tmp/tgtd.log >&2
-			return 1
-		}
+			# shellcheck disable=SC2086
+			kill -9 $_tp
+			wait_for 10 sh -c '! pidof tgtd' || return 1
+			[ "$_try" = 3 ] && return 1
+			sleep 2
+		done
 	fi
 	_t() { tgtadm --lld iser --mode "$@"; }
 	_t target --op new --tid 1 -T "$_iqn" || return 1
