@@ -30,8 +30,11 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 
 attach() {
+	# After a stalled cycle LIO ends the old session (and waits for its tasks) before it
+	# answers the new login: under load that took longer than the 15 s default once. The
+	# service retries a first login under systemd; here one longer login does.
 	# shellcheck disable=SC2086
-	iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab attach --daemon $attach_args
+	iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab attach --daemon $attach_args --login-timeout 60s
 }
 
 no_oops() { # no_oops SINCE LABEL
