@@ -91,3 +91,19 @@ type Task struct {
 	ended bool
 	dm    any // datamover-private state
 }
+
+// InlineReceiver is a datamover that can hand received PDUs to the session
+// on the goroutine that reaps its completions, as a kernel initiator
+// completes commands from its completion handler: the session's reader
+// then only learns the end of the connection, and a command's callback
+// runs one goroutine handoff earlier. The handler may start commands and
+// send PDUs (the datamover never makes them wait for its own completions)
+// and may fail the session, which then calls StartClose instead of Close:
+// Close waits for the very goroutine the handler runs on.
+type InlineReceiver interface {
+	// ReceiveInline installs h for every PDU received from now on; an
+	// error from h ends the connection.
+	ReceiveInline(h func(*pdu.PDU) error)
+	// StartClose begins Close without waiting; Close finishes it.
+	StartClose()
+}

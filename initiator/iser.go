@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
@@ -91,7 +92,6 @@ type ISERDatamover struct {
 	slot  int // bounce slot size
 
 	mu        sync.Mutex
-	cond      *sync.Cond
 	freeSend  []int
 	freeData  []int        // free bounce slots
 	bounce    []RDMAMemory // bounce chunks; slot i is in chunk i/iserBounceChunk
@@ -101,8 +101,9 @@ type ISERDatamover struct {
 	pinned    int64        // bytes registered on this connection
 	posted    []bool
 	tasks     map[uint32]*iserTask
-	pending   []rdma.SendWR // queued by SendCommand, posted by Kick
-	posting   bool          // a Kick is posting
+	pending   []rdma.SendWR  // queued by SendCommand, posted by Kick
+	overflow  []deferredSend // waiting for a send slot, in CmdSN order
+	posting   bool           // a Kick is posting
 	params    Params
 	ffp       bool
 	closed    bool
@@ -112,9 +113,22 @@ type ISERDatamover struct {
 	memGone bool
 
 	pdus      chan *pdu.PDU
+	inline    atomic.Pointer[func(*pdu.PDU) error] // ReceiveInline's handler
 	stop      chan struct{}
 	pollerOut chan struct{}
+	stopOnce  sync.Once
 	closeOnce sync.Once
+}
+
+// deferredSend is a SEND that found every send slot in use (their SENDs not
+// yet completed): it goes out, in order, as completions free slots, so
+// that no sender ever waits for the poller, which may itself be the sender
+// (ReceiveInline).
+type deferredSend struct {
+	cmd pdu.SCSICommand
+	t   *Task
+	st  *iserTask
+	p   *pdu.PDU // a control PDU instead of a command
 }
 
 type iserTask struct {
@@ -145,7 +159,6 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
 		params: DefaultParams(),
 	}
-	d.cond = sync.NewCond(&d.mu)
 	var err error
 	if d.ctrl, err = conn.RegisterMemory(d.nRecv*iserRecvBufLen + d.nSend*iserSendSlotLen); err != nil {
 		conn.Close()
@@ -225,17 +238,38 @@ func (d *ISERDatamover) sendSlot(i int) (buf []byte, addr uint64) {
 	return d.ctrl.Bytes()[off : off+iserSendSlotLen], d.ctrl.Addr() + uint64(off)
 }
 
-// getSendLocked takes a free send slot, waiting for a send completion.
-func (d *ISERDatamover) getSendLocked() (int, error) {
-	for len(d.freeSend) == 0 && !d.closed {
-		d.cond.Wait()
-	}
-	if d.closed {
-		return 0, d.closedErr()
-	}
+// takeSendLocked takes a free send slot; the caller checked there is one.
+func (d *ISERDatamover) takeSendLocked() int {
 	i := d.freeSend[len(d.freeSend)-1]
 	d.freeSend = d.freeSend[:len(d.freeSend)-1]
-	return i, nil
+	return i
+}
+
+// mustDeferLocked reports whether a SEND has to wait for a slot: none is
+// free, or earlier SENDs already wait (they keep their order).
+func (d *ISERDatamover) mustDeferLocked() bool {
+	return len(d.freeSend) == 0 || len(d.overflow) > 0
+}
+
+// sendDeferredLocked queues the deferred SENDs that free slots allow and
+// reports whether it queued any (the caller kicks).
+func (d *ISERDatamover) sendDeferredLocked() bool {
+	queued := false
+	for len(d.overflow) > 0 && len(d.freeSend) > 0 && !d.closed {
+		ds := d.overflow[0]
+		d.overflow[0] = deferredSend{}
+		d.overflow = d.overflow[1:]
+		if ds.p != nil {
+			d.sendControlLocked(d.takeSendLocked(), ds.p)
+		} else if d.tasks[ds.cmd.ITT] == ds.st {
+			d.sendCommandLocked(d.takeSendLocked(), &ds.cmd, ds.t, ds.st)
+		} // else the task ended before it was sent
+		queued = true
+	}
+	if len(d.overflow) == 0 {
+		d.overflow = nil
+	}
+	return queued
 }
 
 func (d *ISERDatamover) closedErr() error {
@@ -264,10 +298,23 @@ func (d *ISERDatamover) SendPDU(p *pdu.PDU) error {
 			return err
 		}
 	}
-	i, err := d.getSendLocked()
-	if err != nil {
-		return err
+	if d.closed {
+		return d.closedErr()
 	}
+	if d.mustDeferLocked() {
+		q := &pdu.PDU{BHS: p.BHS, AHS: append([]byte(nil), p.AHS...), Data: append([]byte(nil), p.Data...)}
+		d.overflow = append(d.overflow, deferredSend{p: q})
+		return nil
+	}
+	d.sendControlLocked(d.takeSendLocked(), p)
+	d.mu.Unlock()
+	err := d.Kick()
+	d.mu.Lock() // for the deferred Unlock
+	return err
+}
+
+// sendControlLocked queues control PDU p's SEND from send slot i.
+func (d *ISERDatamover) sendControlLocked(i int, p *pdu.PDU) {
 	buf, addr := d.sendSlot(i)
 	(&pdu.ISERHeader{Flags: pdu.ISERFlagControl}).Marshal(buf)
 	p.BHS.SetTotalAHSLength(len(p.AHS))
@@ -276,10 +323,6 @@ func (d *ISERDatamover) SendPDU(p *pdu.PDU) error {
 	n += copy(buf[pdu.ISERHeaderLen+n:], p.AHS)
 	n += copy(buf[pdu.ISERHeaderLen+n:], p.Data)
 	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(pdu.ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
-	d.mu.Unlock()
-	err = d.Kick()
-	d.mu.Lock() // for the deferred Unlock
-	return err
 }
 
 func (d *ISERDatamover) postOneRecvLocked() error {
@@ -387,11 +430,24 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 		}
 	}
 	st.sent = true
+	if n > 0 && st.slot >= 0 {
+		copy(st.mem.Bytes()[st.base:], t.Write)
+	}
+	cmd.Final = true // never unsolicited Data-Out over iSER
+	st.queued = true
+	d.tasks[cmd.ITT] = st
+	if d.mustDeferLocked() {
+		d.overflow = append(d.overflow, deferredSend{cmd: *cmd, t: t, st: st})
+		return nil
+	}
+	d.sendCommandLocked(d.takeSendLocked(), cmd, t, st)
+	return nil // posted by Kick, after the session's lock
+}
+
+// sendCommandLocked queues the SEND of command cmd from send slot i.
+func (d *ISERDatamover) sendCommandLocked(i int, cmd *pdu.SCSICommand, t *Task, st *iserTask) {
 	var addr uint64
-	if n > 0 {
-		if st.slot >= 0 {
-			copy(st.mem.Bytes()[st.base:], t.Write)
-		}
+	if len(t.Read)+len(t.Write) > 0 {
 		addr = st.mem.Addr() + uint64(st.base)
 	}
 	imm := 0
@@ -409,14 +465,8 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 		h.Flags |= pdu.ISERFlagWSV
 		h.WriteSTag, h.WriteVA = st.mem.RKey(), addr+uint64(imm)
 	}
-	i, err := d.getSendLocked()
-	if err != nil {
-		d.releaseLocked(st)
-		return err
-	}
 	sbuf, saddr := d.sendSlot(i)
 	h.Marshal(sbuf)
-	cmd.Final = true // never unsolicited Data-Out over iSER
 	var b pdu.BHS
 	cmd.Marshal(&b)
 	b.SetDataSegmentLength(imm)
@@ -425,10 +475,7 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	if imm > 0 {
 		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: st.mem.LKey()})
 	}
-	st.queued = true
-	d.tasks[cmd.ITT] = st
-	d.queueSendLocked(i, sges) // posted by Kick, after the session's lock
-	return nil
+	d.queueSendLocked(i, sges)
 }
 
 // PrepareCommand implements CommandPreparer: it reserves t's bounce slot
@@ -532,6 +579,23 @@ func (d *ISERDatamover) Recv() (*pdu.PDU, error) {
 	return p, nil
 }
 
+// ReceiveInline implements InlineReceiver: from now on the poller hands
+// each received PDU to h itself, on its own goroutine, once those already
+// queued for Recv are taken. An error from h ends the connection.
+func (d *ISERDatamover) ReceiveInline(h func(*pdu.PDU) error) {
+	d.inline.Store(&h)
+}
+
+// StartClose implements InlineReceiver: it begins Close without waiting for
+// the poller, which may be the caller (from an inline handler). Close
+// still has to be called to finish.
+func (d *ISERDatamover) StartClose() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	d.stopOnce.Do(func() { close(d.stop) })
+}
+
 // fail records the first error and wakes senders.
 func (d *ISERDatamover) fail(err error) {
 	d.mu.Lock()
@@ -539,7 +603,6 @@ func (d *ISERDatamover) fail(err error) {
 		d.err = err
 	}
 	d.closed = true
-	d.cond.Broadcast()
 	d.mu.Unlock()
 }
 
@@ -584,11 +647,14 @@ func (d *ISERDatamover) complete(wc *rdma.Completion) error {
 	case wrSend:
 		d.mu.Lock()
 		d.freeSend = append(d.freeSend, idx)
-		d.cond.Signal()
+		kick := len(d.overflow) > 0 && d.sendDeferredLocked()
 		closed := d.closed
 		d.mu.Unlock()
 		if err := wc.Err(); err != nil && !closed {
 			return fmt.Errorf("iser: send: %w", err)
+		}
+		if kick {
+			return d.Kick()
 		}
 		return nil
 	case wrRecv:
@@ -608,6 +674,9 @@ func (d *ISERDatamover) complete(wc *rdma.Completion) error {
 		}
 		if err := d.repost(idx); err != nil {
 			return err
+		}
+		if h := d.inline.Load(); h != nil && len(d.pdus) == 0 {
+			return (*h)(p)
 		}
 		select {
 		case d.pdus <- p:
@@ -712,11 +781,7 @@ func rejectedCommand(p *pdu.PDU) (uint32, bool) {
 // excluded meanwhile. Idempotent.
 func (d *ISERDatamover) Close() error {
 	d.closeOnce.Do(func() {
-		d.mu.Lock()
-		d.closed = true
-		d.cond.Broadcast()
-		d.mu.Unlock()
-		close(d.stop)
+		d.StartClose()
 		<-d.pollerOut
 		d.memMu.Lock()
 		d.memGone = true

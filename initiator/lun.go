@@ -97,41 +97,70 @@ func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Resu
 	var last error
 	for attempt := 0; attempt <= l.retries; attempt++ {
 		r, err := l.s.Do(ctx, &Command{LUN: l.lun, CDB: cdb.Bytes(), Read: read, Write: write})
-		var re *ResponseError
-		if (errors.As(err, &re) || errors.Is(err, ErrUnverifiedRead)) && ctx.Err() == nil {
-			// The target failed the command (or an uncounted read ended
-			// in RECOVERED ERROR) but the session is sound: try again, as
-			// Linux retries DID_ERROR.
-			last = fmt.Errorf("%s: %w", cdb.Opcode(), err)
-			if err := backoff(ctx, attempt); err != nil {
-				return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
-		}
-		err = scsi.CheckStatus(scsi.Status(r.Status), r.Sense)
-		if err == nil {
+		v := l.judge(cdb, r, err, ctx.Err() != nil)
+		switch v.next {
+		case attemptDone:
 			return r, nil
-		}
-		last = fmt.Errorf("%s: %w", cdb.Opcode(), err)
-		var se scsi.Error
-		if !errors.As(err, &se) || !se.Retryable() {
-			return nil, last
-		}
-		var sense *scsi.SenseError
-		if errors.As(err, &sense) {
-			l.noticeSense(sense)
-		}
-		if sense == nil || !sense.UnitAttention() {
-			// BUSY, TASK SET FULL, becoming ready: back off a little.
+		case attemptFailed:
+			return nil, v.err
+		case attemptBackOff:
 			if err := backoff(ctx, attempt); err != nil {
 				return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
 			}
 		}
+		last = v.err
 	}
 	return nil, last
+}
+
+// attemptNext is what follows one attempt of a command (judge).
+type attemptNext uint8
+
+const (
+	attemptDone    attemptNext = iota // completed: GOOD or RECOVERED ERROR
+	attemptFailed                     // a final error
+	attemptAgain                      // retry at once (UNIT ATTENTION)
+	attemptBackOff                    // retry after a short backoff
+)
+
+// verdict is judge's answer: what to do next, and the error of this
+// attempt (the final one, or the last one if retries run out).
+type verdict struct {
+	next attemptNext
+	err  error
+}
+
+// judge decides on one attempt of cdb that returned r and err, for exec
+// and for the asynchronous path alike. cancelled says the caller gave up
+// (its context ended): a failed attempt is then final.
+func (l *LUN) judge(cdb scsi.CDB, r *Result, err error, cancelled bool) verdict {
+	var re *ResponseError
+	if (errors.As(err, &re) || errors.Is(err, ErrUnverifiedRead)) && !cancelled {
+		// The target failed the command (or an uncounted read ended in
+		// RECOVERED ERROR) but the session is sound: try again, as Linux
+		// retries DID_ERROR.
+		return verdict{attemptBackOff, fmt.Errorf("%s: %w", cdb.Opcode(), err)}
+	}
+	if err != nil {
+		return verdict{attemptFailed, fmt.Errorf("%s: %w", cdb.Opcode(), err)}
+	}
+	err = scsi.CheckStatus(scsi.Status(r.Status), r.Sense)
+	if err == nil {
+		return verdict{attemptDone, nil}
+	}
+	last := fmt.Errorf("%s: %w", cdb.Opcode(), err)
+	var se scsi.Error
+	if !errors.As(err, &se) || !se.Retryable() {
+		return verdict{attemptFailed, last}
+	}
+	var sense *scsi.SenseError
+	if errors.As(err, &sense) {
+		l.noticeSense(sense)
+	}
+	if sense == nil || !sense.UnitAttention() {
+		return verdict{attemptBackOff, last} // BUSY, TASK SET FULL, becoming ready
+	}
+	return verdict{attemptAgain, last}
 }
 
 // backoff waits a little longer on each attempt, or until ctx ends.

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
 	"github.com/iser-attach/iser-attach/initiator/pdu"
@@ -141,6 +144,39 @@ var lunOps = []lunOp{
 		return l.ReadAt(ctx, make([]byte, 4096), 8192)
 	}},
 	{"flush", 0x35, func(ctx context.Context, l *initiator.LUN) error { return l.Flush(ctx) }},
+	{"write (async)", 0x2a, func(ctx context.Context, l *initiator.LUN) error {
+		return awaitIO(ctx, func(d blockdev.Done) { l.StartWrite(bytes.Repeat([]byte{0xa5}, 4096), 8192, false, d, 7) })
+	}},
+	{"read (async)", 0x28, func(ctx context.Context, l *initiator.LUN) error {
+		return awaitIO(ctx, func(d blockdev.Done) { l.StartRead(make([]byte, 4096), 8192, d, 7) })
+	}},
+}
+
+// ioWaiter is a blockdev.Done that a test waits on.
+type ioWaiter chan error
+
+func (w ioWaiter) IODone(tag uint32, err error) {
+	if tag != 7 {
+		err = fmt.Errorf("IODone with tag %d, started with 7", tag)
+	}
+	w <- err
+}
+
+// awaitIO starts an asynchronous request and waits for its end.
+func awaitIO(ctx context.Context, start func(blockdev.Done)) error {
+	w := make(ioWaiter, 2)
+	start(w)
+	select {
+	case err := <-w:
+		select {
+		case <-w:
+			return errors.New("IODone called twice")
+		case <-time.After(20 * time.Millisecond):
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no IODone: %w", ctx.Err())
+	}
 }
 
 func countOps(tg []*pdu.PDU, op byte) int {

@@ -179,6 +179,9 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 	if lt(s.maxCmdSN, s.expCmdSN-1) {
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
 	}
+	if ir, ok := dm.(InlineReceiver); ok {
+		ir.ReceiveInline(s.dispatchInline)
+	}
 	s.wg.Add(1)
 	go s.reader()
 	if cfg.NOPInterval > 0 {
@@ -270,6 +273,10 @@ func (s *Session) fail(err error) {
 	for i := range backlog {
 		q := &backlog[i]
 		q.done.CommandDone(q.cookie, nil, fmt.Errorf("scsi command 0x%02x: %w", q.cdb[0], err))
+	}
+	if ir, ok := s.dm.(InlineReceiver); ok {
+		ir.StartClose() // the reader's release finishes it
+		return
 	}
 	s.dm.Close()
 }
@@ -516,6 +523,17 @@ func (s *Session) reader() {
 			return
 		}
 	}
+}
+
+// dispatchInline is the handler an InlineReceiver calls for each PDU, on
+// its completion goroutine: a PDU that breaks the protocol fails the
+// session with its own error, as the reader would.
+func (s *Session) dispatchInline(p *pdu.PDU) error {
+	err := s.dispatch(p)
+	if err != nil {
+		s.fail(err)
+	}
+	return err
 }
 
 // updateSNs applies a target PDU's StatSN, ExpCmdSN and MaxCmdSN (RFC 7143

@@ -1,0 +1,22 @@
+package blockdev
+
+// Done receives the end of a read or write started through Async.
+type Done interface {
+	// IODone reports the end of the request started with tag: nil, or
+	// the error the blocking call would have returned. It runs on the
+	// goroutine that completed the request (a backend's completion
+	// context, or the goroutine Start* was called on when the request
+	// could not start), exactly once; it must not block.
+	IODone(tag uint32, err error)
+}
+
+// Async starts reads and writes and reports their ends to a Done. A
+// request's buffer belongs to the backend until IODone; lengths are
+// multiples of the block size, at most the frontend's largest request
+// (the backend splits what its own transfer limit requires).
+type Async interface {
+	StartRead(p []byte, off int64, done Done, tag uint32)
+	// StartWrite writes p at off; fua asks for the data on stable storage
+	// before IODone.
+	StartWrite(p []byte, off int64, fua bool, done Done, tag uint32)
+}
