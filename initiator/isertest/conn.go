@@ -42,6 +42,8 @@ type Conn struct {
 	failRegs     int           // RegisterMemory calls left to fail
 	holdDrain    bool          // Poll waits after the flushed completions
 	drainHeld    chan struct{} // closed when a Poll waits under holdDrain
+	holdSends    bool              // SEND completions are kept back (HoldSendCompletions)
+	heldSends    []rdma.Completion // kept back, in order
 
 	target *Target
 	work   chan func()
@@ -210,7 +212,11 @@ func (c *Conn) PostSend(wrs []rdma.SendWR) error {
 			}
 			msg = append(msg, b...)
 		}
-		c.complete(rdma.Completion{ID: wr.ID, Op: rdma.OpSend})
+		if c.holdSends {
+			c.heldSends = append(c.heldSends, rdma.Completion{ID: wr.ID, Op: rdma.OpSend})
+		} else {
+			c.complete(rdma.Completion{ID: wr.ID, Op: rdma.OpSend})
+		}
 		c.work <- func() { c.target.handle(msg) }
 	}
 	return nil
@@ -287,6 +293,36 @@ func (c *Conn) Poll(ctx context.Context, out []rdma.Completion) (int, error) {
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// HoldSendCompletions keeps the completions of the initiator's SENDs back
+// while the target still receives and answers them, as an HCA does whose
+// acknowledgements lag behind the target's responses: every SEND stays
+// in the send queue until ReleaseSendCompletions.
+func (c *Conn) HoldSendCompletions() {
+	c.mu.Lock()
+	c.holdSends = true
+	c.mu.Unlock()
+}
+
+// HeldSendCompletions is how many SENDs are posted and not completed
+// under HoldSendCompletions: the send queue entries they occupy.
+func (c *Conn) HeldSendCompletions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.heldSends)
+}
+
+// ReleaseSendCompletions completes the SENDs held back, in order, and
+// stops holding.
+func (c *Conn) ReleaseSendCompletions() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdSends = false
+	for _, wc := range c.heldSends {
+		c.complete(wc)
+	}
+	c.heldSends = nil
 }
 
 // HoldDrain makes the connection slow to report its end, as a real one
