@@ -20,3 +20,20 @@ type Async interface {
 	// before IODone.
 	StartWrite(p []byte, off int64, fua bool, done Done, tag uint32)
 }
+
+// Split calls f for consecutive pieces of p of at most max bytes (all of
+// p at once when max is 0), stopping at the first error: a large request
+// for a backend with a smaller transfer limit.
+func Split(p []byte, off int64, max int, f func(p []byte, off int64) error) error {
+	for len(p) > 0 {
+		n := len(p)
+		if max > 0 && n > max {
+			n = max
+		}
+		if err := f(p[:n], off); err != nil {
+			return err
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}

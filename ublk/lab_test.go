@@ -74,9 +74,25 @@ func createLab(t *testing.T, b Backend, opt DeviceOptions) *Device {
 
 func TestLabDevice(t *testing.T) {
 	labSetup(t)
+	labDevice(t, func(m *memBackend) Backend { return m })
+}
+
+// The same through the asynchronous path (blockdev.Async), which an
+// initiator.LUN takes: reads and writes start on the queue's thread and
+// end on the backend's completion goroutine.
+func TestLabDeviceAsync(t *testing.T) {
+	labSetup(t)
+	labDevice(t, func(m *memBackend) Backend {
+		a := newAsyncMem(m)
+		t.Cleanup(a.close)
+		return a
+	})
+}
+
+func labDevice(t *testing.T, wrap func(*memBackend) Backend) {
 	const size = 128 << 20
 	m := newMemBackend(size, 512)
-	d := createLab(t, m, DeviceOptions{Queues: 2, QueueDepth: 32, WriteCache: true, FUA: true})
+	d := createLab(t, wrap(m), DeviceOptions{Queues: 2, QueueDepth: 32, WriteCache: true, FUA: true})
 	defer d.Close()
 	dev := d.BlockPath()
 	tmp := t.TempDir()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"syscall"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
 // memBackend is an in-memory Backend for unit and lab tests; it records
@@ -87,4 +89,34 @@ func (m *memBackend) WriteZeroes(_ context.Context, off, n int64, mayUnmap, fua 
 	m.lastMayUnmap = mayUnmap
 	clear(m.data[off : off+n])
 	return nil
+}
+
+// asyncMem is a memBackend with blockdev.Async: requests are served, in
+// order, by one completion goroutine, as a LUN's come back from its
+// datamover's poller.
+type asyncMem struct {
+	*memBackend
+	work chan func()
+	out  chan struct{}
+}
+
+func newAsyncMem(m *memBackend) *asyncMem {
+	a := &asyncMem{memBackend: m, work: make(chan func(), 1024), out: make(chan struct{})}
+	go func() {
+		defer close(a.out)
+		for f := range a.work {
+			f()
+		}
+	}()
+	return a
+}
+
+func (a *asyncMem) close() { close(a.work); <-a.out }
+
+func (a *asyncMem) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
+	a.work <- func() { done.IODone(tag, a.ReadAt(context.Background(), p, off)) }
+}
+
+func (a *asyncMem) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag uint32) {
+	a.work <- func() { done.IODone(tag, a.WriteAt(context.Background(), p, off, fua)) }
 }

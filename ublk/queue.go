@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
 // pollTag is the user_data of the eventfd poll; I/O commands carry their tag.
@@ -28,31 +30,38 @@ type completion struct {
 // thread exits with it (it is never unlocked), which is what the driver
 // watches for when a server goes away.
 //
-// Requests are served by one goroutine each (at most depth at a time), owned
-// by the queue through workers; they hand results back through done and the
-// eventfd, and the loop sends COMMIT_AND_FETCH_REQ.
+// The loop starts reads and writes itself, through the backend's
+// blockdev.Async (an initiator.LUN starts its SCSI command right there,
+// on this thread); their ends come back through IODone, on the backend's
+// completion goroutine, which appends them to done and wakes the loop
+// through the eventfd (once per batch); the loop then sends
+// COMMIT_AND_FETCH_REQ. A backend without blockdev.Async, and FLUSH,
+// DISCARD and WRITE_ZEROES, are served on a goroutine per request.
 type queue struct {
 	id      int
 	depth   int
 	charFd  int
 	b       Backend
-	ctx     context.Context // for backend calls
+	async   blockdev.Async  // nil: b's blocking calls on goroutines
+	ctx     context.Context // for blocking backend calls
 	st      *stats
 	maxXfer int
 	bufs    *ioBuffers
 	descs   []byte // the driver's descriptor array, mapped read-only
 	efd     int
+	// reqLen and reqWrite describe the read or write each tag started
+	// (written by the loop before the start, read by IODone).
+	reqLen   []int32
+	reqWrite []bool
 
-	mu   sync.Mutex
-	done []completion
+	mu    sync.Mutex
+	done  []completion
+	spare []completion // the loop's list, swapped with done
 
-	quit    atomic.Bool
-	workers sync.WaitGroup
-	// jobs feeds depth long-lived workers: a goroutine per request would
-	// grow a fresh stack through the whole backend call chain every time.
-	jobs     chan job
-	ready    chan error    // the loop's setup result, once
-	giveUp   chan struct{} // closed (by abandon) when a quitting loop stops waiting for backend calls
+	quit     atomic.Bool
+	workers  sync.WaitGroup // backend calls in flight
+	ready    chan error     // the loop's setup result, once
+	giveUp   chan struct{}  // closed (by abandon) when a quitting loop stops waiting for backend calls
 	giveOnce sync.Once
 	exited   chan struct{} // closed when the loop has ended and its ring is closed
 	idle     chan struct{} // closed when every backend call has returned, after exited
@@ -109,9 +118,15 @@ func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*que
 		_ = unix.Munmap(descs)
 		return nil, fmt.Errorf("ublk: queue %d eventfd: %w", id, err)
 	}
-	return &queue{id: id, depth: depth, charFd: charFd, b: b, bufs: bufs, descs: descs, efd: efd,
+	q := &queue{id: id, depth: depth, charFd: charFd, b: b, bufs: bufs, descs: descs, efd: efd,
+		reqLen: make([]int32, depth), reqWrite: make([]bool, depth),
+		done: make([]completion, 0, depth), spare: make([]completion, 0, depth),
 		ready: make(chan error, 1), giveUp: make(chan struct{}), exited: make(chan struct{}),
-		idle: make(chan struct{})}, nil
+		idle: make(chan struct{})}
+	if a, ok := b.(blockdev.Async); ok {
+		q.async = a
+	}
+	return q, nil
 }
 
 // release frees what the queue holds once its loop has exited: the
@@ -205,11 +220,6 @@ func (q *queue) run() {
 		q.ready <- fmt.Errorf("ublk queue %d FETCH_REQ tag %d: %w", q.id, e.UserData, syscall.Errno(-e.Res))
 		return
 	}
-	q.jobs = make(chan job, q.depth) // never blocks: at most depth in flight
-	for i := 0; i < q.depth; i++ {
-		go q.worker()
-	}
-	defer close(q.jobs) // the workers drain what is queued and exit
 	q.ready <- nil
 
 	s := drainState{outstanding: q.depth}
@@ -243,8 +253,9 @@ func (q *queue) run() {
 				_, _ = unix.Read(q.efd, buf[:])
 				q.mu.Lock()
 				done := q.done
-				q.done = nil
+				q.done = q.spare[:0]
 				q.mu.Unlock()
+				q.spare = done
 				for _, c := range done {
 					s.inflight--
 					if q.quit.Load() {
@@ -268,7 +279,7 @@ func (q *queue) run() {
 				d.unmarshal(q.descs[tag*sizeofIODesc:])
 				s.inflight++
 				q.workers.Add(1)
-				q.jobs <- job{tag: tag, d: d}
+				q.start(tag, d)
 			case e.Res == ioResAbort:
 				// the driver is done with this tag
 			default:
@@ -287,24 +298,53 @@ func (q *queue) prepCmd(r *ring, op uint32, tag int, res int32) {
 	cmd.marshal(prepURingCmd(sqe, q.charFd, op, uint64(tag)))
 }
 
-type job struct {
-	tag int
-	d   ioDesc
-}
-
-// worker serves requests until the queue loop closes q.jobs.
-func (q *queue) worker() {
-	for j := range q.jobs {
-		q.work(j.tag, j.d)
+// start serves the request the driver handed over at tag: a read or
+// write through the backend's blockdev.Async, anything else on a
+// goroutine. Its end comes to complete.
+func (q *queue) start(tag int, d ioDesc) {
+	buf := q.bufs.bufs[tag]
+	op := d.op()
+	if q.async == nil || op != ioOpRead && op != ioOpWrite {
+		go q.work(tag, d)
+		return
+	}
+	off := int64(d.StartSector) << 9
+	n := int64(d.NrSectors) << 9
+	if n > int64(len(buf)) || n == 0 {
+		q.IODone(uint32(tag), fmt.Errorf("ublk: %d-byte request for a %d-byte buffer: %w", n, len(buf), syscall.EINVAL))
+		return
+	}
+	q.reqLen[tag], q.reqWrite[tag] = int32(n), op == ioOpWrite
+	if op == ioOpWrite {
+		q.async.StartWrite(buf[:n], off, d.flags()&ioFlagFUA != 0, q, uint32(tag))
+	} else {
+		q.async.StartRead(buf[:n], off, q, uint32(tag))
 	}
 }
 
+// IODone implements blockdev.Done: a read or write started by start ended.
+func (q *queue) IODone(tag uint32, err error) {
+	res := q.reqLen[tag]
+	if err == nil {
+		q.st.done(q.reqWrite[tag], int64(res))
+	} else {
+		q.st.errors.Add(1)
+		res = blockErrno(err)
+	}
+	q.complete(int(tag), res)
+}
+
+// work serves one request with the backend's blocking calls.
 func (q *queue) work(tag int, d ioDesc) {
-	defer q.workers.Done()
 	var res int32
 	if !q.quit.Load() { // once stopping, queued requests are only handed back
 		res = serve(q.ctx, q.b, request{desc: d, buf: q.bufs.bufs[tag]}, q.maxXfer, q.st)
 	}
+	q.complete(tag, res)
+}
+
+// complete hands a served request to the loop for its COMMIT.
+func (q *queue) complete(tag int, res int32) {
 	q.mu.Lock()
 	q.done = append(q.done, completion{tag: tag, res: res})
 	first := len(q.done) == 1
@@ -314,4 +354,5 @@ func (q *queue) work(tag int, d ioDesc) {
 	if first {
 		q.wake()
 	}
+	q.workers.Done() // last: once none is running, release closes the eventfd
 }
