@@ -102,7 +102,8 @@ type Task struct {
 // Close waits for the very goroutine the handler runs on.
 type InlineReceiver interface {
 	// ReceiveInline installs h for every PDU received from now on; an
-	// error from h ends the connection.
+	// error from h ends the connection. The PDU, its AHS and data are
+	// valid only during the call: h copies what it keeps.
 	ReceiveInline(h func(*pdu.PDU) error)
 	// StartClose begins Close without waiting; Close finishes it.
 	StartClose()

@@ -1,6 +1,7 @@
 package initiator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,10 +101,15 @@ type ISERDatamover struct {
 	extra     []RDMAMemory // caller memory from RegisterIOBuffers
 	pinned    int64        // bytes registered on this connection
 	posted    []bool
-	tasks     map[uint32]*iserTask
-	pending   []rdma.SendWR  // queued by SendCommand, posted by Kick
-	overflow  []deferredSend // waiting for a send slot, in CmdSN order
-	posting   bool           // a Kick is posting
+	ents      []iserTask           // per task index (the ITT's low bits)
+	extraEnts map[uint32]*iserTask // tasks whose index is beyond ents
+	sges      [][2]rdma.SGE        // per send slot: its SEND's gather list
+	recvOne   [1]rdma.RecvWR       // repost's work request
+	rx        pdu.PDU              // the PDU handed to the inline handler
+	pending   []rdma.SendWR        // queued by SendCommand, posted by Kick
+	spareWRs  []rdma.SendWR        // pending's other buffer, while Kick posts
+	overflow  []deferredSend       // waiting for a send slot, in CmdSN order
+	posting   bool                 // a Kick is posting
 	params    Params
 	ffp       bool
 	closed    bool
@@ -133,7 +139,9 @@ type deferredSend struct {
 
 type iserTask struct {
 	t         *Task
-	slot      int // bounce slot, or -1 when the caller's buffer is registered
+	itt       uint32
+	live      bool // SendCommand took it; TaskDone ends it
+	slot      int  // bounce slot, or -1 when the caller's buffer is registered
 	mem       RDMAMemory
 	base      int // offset of the buffer in mem
 	responded bool
@@ -154,7 +162,8 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		nSend:     queueDepth + iserControlSlots,
 		slot:      MaxTransfer,
 		maxBounce: queueDepth + iserSpareData,
-		tasks:     make(map[uint32]*iserTask),
+		ents:      make([]iserTask, queueDepth+iserControlSlots),
+		sges:      make([][2]rdma.SGE, queueDepth+iserControlSlots),
 		pdus:      make(chan *pdu.PDU, queueDepth+iserControlSlots),
 		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
 		params: DefaultParams(),
@@ -238,6 +247,46 @@ func (d *ISERDatamover) sendSlot(i int) (buf []byte, addr uint64) {
 	return d.ctrl.Bytes()[off : off+iserSendSlotLen], d.ctrl.Addr() + uint64(off)
 }
 
+// entryLocked returns the per-task state for t, made afresh.
+func (d *ISERDatamover) entryLocked(t *Task) *iserTask {
+	var st *iserTask
+	if i := ittIndex(t.ITT); i < len(d.ents) {
+		st = &d.ents[i]
+	} else {
+		st = new(iserTask) // a session deeper than this datamover
+	}
+	*st = iserTask{t: t, itt: t.ITT, slot: -1}
+	return st
+}
+
+// liveLocked returns the state of the command with itt that SendCommand
+// took and TaskDone has not ended, or nil.
+func (d *ISERDatamover) liveLocked(itt uint32) *iserTask {
+	if i := ittIndex(itt); i < len(d.ents) {
+		if st := &d.ents[i]; st.live && st.itt == itt {
+			return st
+		}
+		return nil
+	}
+	return d.extraEnts[itt]
+}
+
+// setLiveLocked marks st taken by SendCommand, or ended.
+func (d *ISERDatamover) setLiveLocked(st *iserTask, live bool) {
+	st.live = live
+	if ittIndex(st.itt) < len(d.ents) {
+		return
+	}
+	if !live {
+		delete(d.extraEnts, st.itt)
+		return
+	}
+	if d.extraEnts == nil {
+		d.extraEnts = make(map[uint32]*iserTask)
+	}
+	d.extraEnts[st.itt] = st
+}
+
 // takeSendLocked takes a free send slot; the caller checked there is one.
 func (d *ISERDatamover) takeSendLocked() int {
 	i := d.freeSend[len(d.freeSend)-1]
@@ -261,7 +310,7 @@ func (d *ISERDatamover) sendDeferredLocked() bool {
 		d.overflow = d.overflow[1:]
 		if ds.p != nil {
 			d.sendControlLocked(d.takeSendLocked(), ds.p)
-		} else if d.tasks[ds.cmd.ITT] == ds.st {
+		} else if d.liveLocked(ds.cmd.ITT) == ds.st {
 			d.sendCommandLocked(d.takeSendLocked(), &ds.cmd, ds.t, ds.st)
 		} // else the task ended before it was sent
 		queued = true
@@ -322,7 +371,9 @@ func (d *ISERDatamover) sendControlLocked(i int, p *pdu.PDU) {
 	n := copy(buf[pdu.ISERHeaderLen:], p.BHS[:])
 	n += copy(buf[pdu.ISERHeaderLen+n:], p.AHS)
 	n += copy(buf[pdu.ISERHeaderLen+n:], p.Data)
-	d.queueSendLocked(i, []rdma.SGE{{Addr: addr, Length: uint32(pdu.ISERHeaderLen + n), LKey: d.ctrl.LKey()}})
+	sges := d.sges[i][:1]
+	sges[0] = rdma.SGE{Addr: addr, Length: uint32(pdu.ISERHeaderLen + n), LKey: d.ctrl.LKey()}
+	d.queueSendLocked(i, sges)
 }
 
 func (d *ISERDatamover) postOneRecvLocked() error {
@@ -359,12 +410,13 @@ func (d *ISERDatamover) Kick() error {
 	var err error
 	for len(d.pending) > 0 && err == nil {
 		batch := d.pending
-		d.pending = nil
+		d.pending = d.spareWRs[:0]
 		d.mu.Unlock()
 		if perr := d.conn.PostSend(batch); perr != nil {
 			err = fmt.Errorf("iser: post send: %w", perr)
 		}
 		d.mu.Lock()
+		d.spareWRs = batch
 	}
 	d.posting = false
 	d.mu.Unlock()
@@ -435,7 +487,7 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	}
 	cmd.Final = true // never unsolicited Data-Out over iSER
 	st.queued = true
-	d.tasks[cmd.ITT] = st
+	d.setLiveLocked(st, true)
 	if d.mustDeferLocked() {
 		d.overflow = append(d.overflow, deferredSend{cmd: *cmd, t: t, st: st})
 		return nil
@@ -471,7 +523,8 @@ func (d *ISERDatamover) sendCommandLocked(i int, cmd *pdu.SCSICommand, t *Task, 
 	cmd.Marshal(&b)
 	b.SetDataSegmentLength(imm)
 	copy(sbuf[pdu.ISERHeaderLen:], b[:])
-	sges := []rdma.SGE{{Addr: saddr, Length: iserHeadersLen, LKey: d.ctrl.LKey()}}
+	sges := d.sges[i][:1]
+	sges[0] = rdma.SGE{Addr: saddr, Length: iserHeadersLen, LKey: d.ctrl.LKey()}
 	if imm > 0 {
 		sges = append(sges, rdma.SGE{Addr: addr, Length: uint32(imm), LKey: st.mem.LKey()})
 	}
@@ -504,7 +557,7 @@ func (d *ISERDatamover) prepareLocked(t *Task, buf []byte) (*iserTask, error) {
 	if n > d.slot {
 		return nil, fmt.Errorf("iser: %d-byte transfer exceeds %d", n, d.slot)
 	}
-	st := &iserTask{t: t, slot: -1}
+	st := d.entryLocked(t)
 	if n > 0 {
 		if m, off := d.registered(buf); m != nil {
 			st.mem, st.base = m, off
@@ -537,14 +590,14 @@ func (d *ISERDatamover) releaseLocked(st *iserTask) {
 func (d *ISERDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
 	st, _ := t.dm.(*iserTask)
-	if st == nil || d.tasks[t.ITT] != st {
+	if st == nil || d.liveLocked(t.ITT) != st {
 		if st != nil && !st.queued {
 			d.releaseLocked(st) // reserved, never sent: the target never saw it
 		}
 		d.mu.Unlock()
 		return
 	}
-	delete(d.tasks, t.ITT)
+	d.setLiveLocked(st, false)
 	responded, rejected := st.responded, st.rejected
 	d.mu.Unlock()
 	if st.slot < 0 || !responded && !t.ended && !rejected {
@@ -668,15 +721,24 @@ func (d *ISERDatamover) complete(wc *rdma.Completion) error {
 			}
 			return fmt.Errorf("iser: receive: %w", err)
 		}
-		p, err := d.parseRecv(idx, wc)
-		if err != nil {
+		if h := d.inline.Load(); h != nil && len(d.pdus) == 0 {
+			// Parsed in place: the handler is done with the PDU, which
+			// points into receive buffer idx, before idx is reposted.
+			if err := d.parseRecv(idx, wc, &d.rx, false); err != nil {
+				return err
+			}
+			if err := (*h)(&d.rx); err != nil {
+				return err
+			}
+			d.rx = pdu.PDU{}
+			return d.repost(idx)
+		}
+		p := new(pdu.PDU)
+		if err := d.parseRecv(idx, wc, p, true); err != nil {
 			return err
 		}
 		if err := d.repost(idx); err != nil {
 			return err
-		}
-		if h := d.inline.Load(); h != nil && len(d.pdus) == 0 {
-			return (*h)(p)
 		}
 		select {
 		case d.pdus <- p:
@@ -694,65 +756,70 @@ func (d *ISERDatamover) repost(i int) error {
 		return nil
 	}
 	d.posted[i] = true
-	if err := d.conn.PostRecv([]rdma.RecvWR{d.recvWR(i)}); err != nil {
+	d.recvOne[0] = d.recvWR(i)
+	if err := d.conn.PostRecv(d.recvOne[:]); err != nil {
 		return fmt.Errorf("iser: repost receive: %w", err)
 	}
 	return nil
 }
 
-// parseRecv copies a received PDU out of receive buffer i.
-func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion) (*pdu.PDU, error) {
+// parseRecv parses the PDU in receive buffer i into p: its AHS and data
+// segment are copied when copied is set, else they point into the buffer.
+func (d *ISERDatamover) parseRecv(i int, wc *rdma.Completion, p *pdu.PDU, copied bool) error {
 	if wc.HasInvalidate {
-		return nil, fmt.Errorf("iser: target invalidated rkey %#x, refused in the CM private data", wc.InvalidatedRKey)
+		return fmt.Errorf("iser: target invalidated rkey %#x, refused in the CM private data", wc.InvalidatedRKey)
 	}
 	n := int(wc.ByteLen)
 	if n < iserHeadersLen || n > iserRecvBufLen {
-		return nil, fmt.Errorf("iser: received %d bytes", n)
+		return fmt.Errorf("iser: received %d bytes", n)
 	}
 	buf := d.ctrl.Bytes()[i*iserRecvBufLen : i*iserRecvBufLen+n]
 	var h pdu.ISERHeader
 	if err := h.Unmarshal(buf); err != nil {
-		return nil, err
+		return err
 	}
-	p := &pdu.PDU{}
 	copy(p.BHS[:], buf[pdu.ISERHeaderLen:])
 	op := p.BHS.Opcode()
 	if !op.Known() || !op.FromTarget() {
-		return nil, pdu.ProtocolErrorf(op, "unexpected opcode from target")
+		return pdu.ProtocolErrorf(op, "unexpected opcode from target")
 	}
 	ahs, dlen := p.BHS.TotalAHSLength(), p.BHS.DataSegmentLength()
 	rest := n - iserHeadersLen - ahs
 	if rest < dlen || rest > dlen+3 {
-		return nil, pdu.ProtocolErrorf(op, "data segment length %d in a %d-byte receive", dlen, n)
+		return pdu.ProtocolErrorf(op, "data segment length %d in a %d-byte receive", dlen, n)
 	}
+	p.AHS, p.Data = nil, nil
 	if ahs > 0 {
-		p.AHS = append([]byte(nil), buf[iserHeadersLen:iserHeadersLen+ahs]...)
+		p.AHS = buf[iserHeadersLen : iserHeadersLen+ahs : iserHeadersLen+ahs]
 	}
 	if dlen > 0 {
-		p.Data = append([]byte(nil), buf[iserHeadersLen+ahs:iserHeadersLen+ahs+dlen]...)
+		p.Data = buf[iserHeadersLen+ahs : iserHeadersLen+ahs+dlen : iserHeadersLen+ahs+dlen]
+	}
+	if copied {
+		p.AHS, p.Data = bytes.Clone(p.AHS), bytes.Clone(p.Data)
 	}
 	switch op {
 	case pdu.OpDataIn, pdu.OpR2T:
-		return nil, pdu.ProtocolErrorf(op, "not used over iSER: data moves by RDMA")
+		return pdu.ProtocolErrorf(op, "not used over iSER: data moves by RDMA")
 	case pdu.OpSCSIResponse:
 		d.markResponded(p.BHS.ITT()) // RC ordering: its RDMA WRITEs landed first
 	case pdu.OpReject:
 		if itt, ok := rejectedCommand(p); ok {
 			d.mu.Lock()
-			if st := d.tasks[itt]; st != nil {
+			if st := d.liveLocked(itt); st != nil {
 				st.rejected = true
 			}
 			d.mu.Unlock()
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // markResponded records that the target is done with task itt's buffer:
 // TaskDone may copy out of its bounce slot and reuse it.
 func (d *ISERDatamover) markResponded(itt uint32) {
 	d.mu.Lock()
-	if st := d.tasks[itt]; st != nil {
+	if st := d.liveLocked(itt); st != nil {
 		st.responded = true
 	}
 	d.mu.Unlock()

@@ -1,6 +1,7 @@
 package initiator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -85,11 +86,14 @@ const maxStatSNGap = 1 << 12
 // them. So no caller is told its command ended while the old connection can
 // still place data in its buffer.
 type Session struct {
-	dm     Datamover
-	cfg    SessionConfig
-	params Params
-	tsih   uint16
-	log    zerolog.Logger
+	dm Datamover
+	// borrowed: the datamover hands PDUs to dispatch only for the call
+	// (InlineReceiver); what a waiter reads later is copied.
+	borrowed bool
+	cfg      SessionConfig
+	params   Params
+	tsih     uint16
+	log      zerolog.Logger
 
 	// slots holds a token per SCSI command entry in use (the queue
 	// depth semaphore Do waits on); ctlSem the same for control entries.
@@ -180,6 +184,7 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
 	}
 	if ir, ok := dm.(InlineReceiver); ok {
+		s.borrowed = true
 		ir.ReceiveInline(s.dispatchInline)
 	}
 	s.wg.Add(1)
@@ -589,6 +594,10 @@ func (s *Session) complete(itt uint32, resp *pdu.PDU) (ok, abandoned bool) {
 	}
 	switch t := &s.tt.tasks[idx]; t.state {
 	case taskSent, taskEH:
+		if s.borrowed && (!t.scsi || t.done == nil) {
+			// Its waiter reads it after the handler has returned.
+			resp = &pdu.PDU{BHS: resp.BHS, AHS: bytes.Clone(resp.AHS), Data: bytes.Clone(resp.Data)}
+		}
 		s.endLocked(idx, resp, nil)
 	case taskAbandoned:
 		s.freeLocked(idx)

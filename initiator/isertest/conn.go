@@ -38,10 +38,10 @@ type Conn struct {
 	closed       bool
 	violations   []string
 	rkeyUses     map[uint32]int
-	skipRegs     int           // RegisterMemory calls to let through before failRegs
-	failRegs     int           // RegisterMemory calls left to fail
-	holdDrain    bool          // Poll waits after the flushed completions
-	drainHeld    chan struct{} // closed when a Poll waits under holdDrain
+	skipRegs     int               // RegisterMemory calls to let through before failRegs
+	failRegs     int               // RegisterMemory calls left to fail
+	holdDrain    bool              // Poll waits after the flushed completions
+	drainHeld    chan struct{}     // closed when a Poll waits under holdDrain
 	holdSends    bool              // SEND completions are kept back (HoldSendCompletions)
 	heldSends    []rdma.Completion // kept back, in order
 
