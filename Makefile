@@ -37,6 +37,8 @@ vet:
 # Unit tests, codec tests and the integration tests against a real tgtd.
 unit:
 	$(GO) test -race -count=1 ./...
+	# The fast-path guard: fails when a read allocates or changes goroutine more than once.
+	$(GO) test -run '^$$' -bench 'FastPath' -benchtime=1x ./initiator/
 
 # Every go test -fuzz target, briefly, from its seed corpus on.
 fuzz:

@@ -52,6 +52,7 @@ type Executor interface {
 // implements the nbd.Backend interface and is safe for concurrent use.
 type LUN struct {
 	s    Executor
+	sub  Submitter // s, when it can start commands with a callback
 	lun  scsi.LUN
 	info LUNInfo
 	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
@@ -64,6 +65,7 @@ type LUN struct {
 // the inquiry data, capacity, VPD pages and caching mode page.
 func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	l := &LUN{s: s, retries: 8}
+	l.sub, _ = s.(Submitter)
 	enc, err := scsi.EncodeLUN(n)
 	if err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)
@@ -113,6 +115,13 @@ func (l *LUN) exec(ctx context.Context, cdb scsi.CDB, read, write []byte) (*Resu
 	return nil, last
 }
 
+// isTargetFailure says whether err is the target failing a command that
+// a sound session may retry: a *ResponseError, or ErrUnverifiedRead.
+func isTargetFailure(err error) bool {
+	var re *ResponseError
+	return errors.As(err, &re) || errors.Is(err, ErrUnverifiedRead)
+}
+
 // attemptNext is what follows one attempt of a command (judge).
 type attemptNext uint8
 
@@ -134,8 +143,7 @@ type verdict struct {
 // and for the asynchronous path alike. cancelled says the caller gave up
 // (its context ended): a failed attempt is then final.
 func (l *LUN) judge(cdb scsi.CDB, r *Result, err error, cancelled bool) verdict {
-	var re *ResponseError
-	if (errors.As(err, &re) || errors.Is(err, ErrUnverifiedRead)) && !cancelled {
+	if err != nil && isTargetFailure(err) && !cancelled {
 		// The target failed the command (or an uncounted read ended in
 		// RECOVERED ERROR) but the session is sound: try again, as Linux
 		// retries DID_ERROR.

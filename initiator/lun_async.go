@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/initiator/scsi"
+	"github.com/iser-attach/iser-attach/internal/freelist"
 )
 
 // This file holds the LUN's asynchronous reads and writes (blockdev.Async):
@@ -36,6 +36,7 @@ type lunIO struct {
 	write   bool
 	fua     bool
 	cdb     scsi.CDB
+	cdbBuf  [16]byte // the CDB the command points to
 	cmd     Command
 	attempt int
 	last    error
@@ -43,7 +44,7 @@ type lunIO struct {
 	tag     uint32
 }
 
-var lunIOs = sync.Pool{New: func() any { return new(lunIO) }}
+var lunIOs freelist.List[lunIO]
 
 // StartRead implements blockdev.Async: ReadAt, reported to done.
 func (l *LUN) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
@@ -66,8 +67,8 @@ func (l *LUN) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag 
 }
 
 func (l *LUN) start(p []byte, off int64, write, fua bool, done blockdev.Done, tag uint32) {
-	sub, ok := l.s.(Submitter)
-	if !ok {
+	sub := l.sub
+	if sub == nil {
 		go func() {
 			var err error
 			if write {
@@ -84,7 +85,7 @@ func (l *LUN) start(p []byte, off int64, write, fua bool, done blockdev.Done, ta
 		done.IODone(tag, err)
 		return
 	}
-	x := lunIOs.Get().(*lunIO)
+	x := lunIOs.Get()
 	x.l, x.sub, x.p, x.lba, x.write, x.fua, x.done, x.tag = l, sub, p, lba, write, fua, done, tag
 	x.next()
 }
@@ -108,7 +109,7 @@ func (x *lunIO) next() {
 
 // issue submits the chunk's command (again).
 func (x *lunIO) issue() {
-	x.cmd.CDB = x.cdb.Bytes()
+	x.cmd.CDB = x.cdbBuf[:copy(x.cdbBuf[:], x.cdb.Bytes())]
 	if err := x.sub.Submit(&x.cmd, x, 0); err != nil {
 		x.finish(ioErr(fmt.Errorf("%s: %w", x.cdb.Opcode(), err)))
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/internal/freelist"
 	"github.com/rs/zerolog"
 )
 
@@ -135,7 +136,7 @@ type Nexus struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	cmds sync.Pool // *nexusCmd for Submit
+	cmds freelist.List[nexusCmd] // for Submit
 }
 
 // DialNexus logs in through the first portal that answers and starts the

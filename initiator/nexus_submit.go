@@ -35,10 +35,8 @@ func (n *Nexus) Submit(c *Command, done CommandDone, tag Tag) error {
 	if done == nil {
 		return fmt.Errorf("scsi command 0x%02x: Submit without a CommandDone", c.CDB[0])
 	}
-	x, _ := n.cmds.Get().(*nexusCmd)
-	if x == nil {
-		x = &nexusCmd{n: n}
-	}
+	x := n.cmds.Get()
+	x.n = n
 	x.c = *c
 	x.c.CDB = x.cdb[:copy(x.cdb[:], c.CDB)]
 	x.done, x.tag, x.attempt, x.timeouts = done, tag, 0, 0

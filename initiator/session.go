@@ -90,6 +90,9 @@ type Session struct {
 	// borrowed: the datamover hands PDUs to dispatch only for the call
 	// (InlineReceiver); what a waiter reads later is copied.
 	borrowed bool
+	// The datamover's optional capabilities, looked up once.
+	kicker   kicker
+	preparer CommandPreparer
 	cfg      SessionConfig
 	params   Params
 	tsih     uint16
@@ -183,6 +186,8 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 	if lt(s.maxCmdSN, s.expCmdSN-1) {
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
 	}
+	s.kicker, _ = dm.(kicker)
+	s.preparer, _ = dm.(CommandPreparer)
 	if ir, ok := dm.(InlineReceiver); ok {
 		s.borrowed = true
 		ir.ReceiveInline(s.dispatchInline)
@@ -430,8 +435,8 @@ func (s *Session) issue(ctx context.Context, immediate bool,
 
 // kick posts what a batching datamover queued.
 func (s *Session) kick() error {
-	if k, ok := s.dm.(kicker); ok {
-		return k.Kick()
+	if s.kicker != nil {
+		return s.kicker.Kick()
 	}
 	return nil
 }

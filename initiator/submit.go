@@ -84,8 +84,8 @@ func (s *Session) takeQueuedLocked(q *queuedCmd) int {
 func (s *Session) launch(idx int) {
 	t := &s.tt.tasks[idx]
 	var err error
-	if cp, ok := s.dm.(CommandPreparer); ok {
-		err = cp.PrepareCommand(&t.dt)
+	if s.preparer != nil {
+		err = s.preparer.PrepareCommand(&t.dt)
 		if errors.Is(err, errConnectionEnded) {
 			s.fail(fmt.Errorf("prepare command: %w", err))
 			err = nil // replaced by the session's error below

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/metrics"
 	"github.com/iser-attach/iser-attach/nbd"
 )
@@ -32,7 +33,8 @@ type Counters struct {
 // It is safe for concurrent use. Close stops its IOPS sampler.
 type Counting struct {
 	Backend
-	io metrics.IO
+	io    metrics.IO
+	async blockdev.Async // Backend's own, or nil
 
 	mu       sync.Mutex
 	lastOps  uint64
@@ -50,6 +52,7 @@ type Counting struct {
 // NewCounting wraps b and starts the sampler.
 func NewCounting(b Backend) *Counting {
 	c := &Counting{Backend: b, lastTime: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	c.async, _ = b.(blockdev.Async)
 	go c.sample()
 	return c
 }

@@ -2,10 +2,10 @@ package volume
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/iser-attach/iser-attach/blockdev"
+	"github.com/iser-attach/iser-attach/internal/freelist"
 	"github.com/iser-attach/iser-attach/metrics"
 )
 
@@ -23,13 +23,13 @@ type countedIO struct {
 	done  blockdev.Done
 }
 
-var countedIOs = sync.Pool{New: func() any { return new(countedIO) }}
+var countedIOs freelist.List[countedIO]
 
 // StartRead implements blockdev.Async: the backend's own when it has one,
 // else its ReadAt on a goroutine.
 func (c *Counting) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
-	a, ok := c.Backend.(blockdev.Async)
-	if !ok {
+	a := c.async
+	if a == nil {
 		go func() {
 			done.IODone(tag, blockdev.Split(p, off, int(c.MaxTransfer()), func(p []byte, off int64) error {
 				return c.ReadAt(context.Background(), p, off)
@@ -42,8 +42,8 @@ func (c *Counting) StartRead(p []byte, off int64, done blockdev.Done, tag uint32
 
 // StartWrite implements blockdev.Async like StartRead.
 func (c *Counting) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag uint32) {
-	a, ok := c.Backend.(blockdev.Async)
-	if !ok {
+	a := c.async
+	if a == nil {
 		go func() {
 			done.IODone(tag, blockdev.Split(p, off, int(c.MaxTransfer()), func(p []byte, off int64) error {
 				return c.WriteAt(context.Background(), p, off, fua)
@@ -55,7 +55,7 @@ func (c *Counting) StartWrite(p []byte, off int64, fua bool, done blockdev.Done,
 }
 
 func (c *Counting) begin(op metrics.Op, n int, off int64, done blockdev.Done) *countedIO {
-	x := countedIOs.Get().(*countedIO)
+	x := countedIOs.Get()
 	x.c, x.op, x.n, x.off, x.done = c, op, n, off, done
 	x.start = c.io.Begin()
 	return x

@@ -1,0 +1,232 @@
+package initiator_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/isertest"
+	"github.com/iser-attach/iser-attach/volume"
+)
+
+// This file guards the fast path: a 4 KiB read as ublk starts it (through
+// volume.Counting and a LUN's blockdev.Async, on a Nexus over iSER with
+// registered buffers), against the fake iSER target. `make test` runs it
+// once (-benchtime=1x, 4000 reads per run); it fails when the path
+// allocates, or hands a read between goroutines more than once (the
+// datamover's poller taking the completion, as a kernel initiator takes
+// it in its completion handler). The fake target runs on a goroutine of
+// its own, like the far end of the wire: its allocations and its wake-up
+// per command are not the initiator's, and are counted apart.
+
+const fastPathIOs = 4000
+
+func BenchmarkFastPathRead4K(b *testing.B) {
+	for _, qd := range []int{1, 16} {
+		b.Run(fmt.Sprintf("qd%d", qd), func(b *testing.B) {
+			d := newFastPathDriver(b, qd)
+			if err := d.run(500); err != nil { // warm-up: pools, queues, timers
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var allocs, handoffs float64
+			for range b.N {
+				a, h, err := d.measure(fastPathIOs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				allocs, handoffs = max(allocs, a), max(handoffs, h)
+			}
+			b.StopTimer()
+			b.ReportMetric(allocs, "path-allocs/io")
+			b.ReportMetric(handoffs, "handoffs/io")
+			if allocs > 0 {
+				b.Errorf("the fast path allocates: %.3f allocations per read (profile above)", allocs)
+			}
+			// One wake-up of the poller per read, and one of the fake
+			// target, at QD1; fewer when completions come in batches.
+			if handoffs > 2.25 {
+				b.Errorf("%.2f goroutine wake-ups per read; want at most 2 (the fake target's, the poller's)", handoffs)
+			}
+		})
+	}
+}
+
+// fastPathDriver keeps qd reads in flight: each IODone starts the next
+// read on its tag, on the goroutine that reported it.
+type fastPathDriver struct {
+	tb   testing.TB
+	c    *volume.Counting
+	bufs [][]byte
+	left atomic.Int64
+	act  atomic.Int64
+	mu   sync.Mutex
+	err  error
+	done chan struct{}
+}
+
+func newFastPathDriver(tb testing.TB, qd int) *fastPathDriver {
+	cfg := initiator.NexusConfig{
+		Portals: []string{"fake-iser:3260"},
+		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
+			ISID: initiator.ISIDFromName("fastpath")}, NOPInterval: -1, QueueDepth: qd},
+		ReplacementTimeout: 10 * time.Second,
+	}
+	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
+		dm, err := initiator.NewISERDatamover(isertest.NewConn(1<<15), qd)
+		if err != nil {
+			return nil, err
+		}
+		return initiator.NewSession(ctx, dm, sc)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nx, err := initiator.DialNexus(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { nx.Close() })
+	bufs, err := nx.IOBuffers(qd, 64<<10)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := initiator.OpenLUN(ctx, nx, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := volume.NewCounting(l)
+	tb.Cleanup(func() { c.Close() })
+	return &fastPathDriver{tb: tb, c: c, bufs: bufs, done: make(chan struct{}, 1)}
+}
+
+func (d *fastPathDriver) start(tag uint32) {
+	d.c.StartRead(d.bufs[tag][:4096], int64(tag)*4096, d, tag)
+}
+
+// IODone implements blockdev.Done.
+func (d *fastPathDriver) IODone(tag uint32, err error) {
+	if err != nil {
+		d.mu.Lock()
+		if d.err == nil {
+			d.err = err
+		}
+		d.mu.Unlock()
+	}
+	if err == nil && d.left.Add(-1) >= 0 {
+		d.start(tag)
+		return
+	}
+	if d.act.Add(-1) == 0 {
+		d.done <- struct{}{}
+	}
+}
+
+// run does n reads, qd at a time, and waits for them.
+func (d *fastPathDriver) run(n int) error {
+	qd := min(n, len(d.bufs))
+	d.left.Store(int64(n - qd))
+	d.act.Store(int64(qd))
+	for i := range qd {
+		d.start(uint32(i))
+	}
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%d reads still running after 30 s", d.act.Load())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+// measure runs n reads and returns the allocations the initiator's code
+// made per read (profiled, every allocation sampled) and the goroutine
+// wake-ups per read.
+func (d *fastPathDriver) measure(n int) (allocs, handoffs float64, err error) {
+	rate := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	defer func() { runtime.MemProfileRate = rate }()
+	before := pathAllocs()
+	wakes0 := schedWakes()
+	if err := d.run(n); err != nil {
+		return 0, 0, err
+	}
+	wakes := schedWakes() - wakes0
+	after := pathAllocs()
+	var total int64
+	for stk, a := range after {
+		if da := a.n - before[stk].n; da > 0 {
+			total += da
+			d.tb.Logf("%d allocations at %s", da, a.where)
+		}
+	}
+	// /sched/latencies samples one in 8 scheduling events per goroutine
+	// (runtime gTrackingPeriod).
+	return float64(total) / float64(n), float64(wakes) * 8 / float64(n), nil
+}
+
+type siteAllocs struct {
+	n     int64
+	where string
+}
+
+// pathAllocs returns, per allocation site, the allocations made by the
+// project's non-test code: the innermost frame from one of its packages
+// decides, passing over runtime and standard-library frames and the codec
+// packages (pdu, scsi) that the fake target shares; a site under the fake
+// target or test code is not the path's.
+func pathAllocs() map[[32]uintptr]siteAllocs {
+	runtime.GC()
+	runtime.GC() // the profile is as of the last GC cycle
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, true)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, true); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	out := make(map[[32]uintptr]siteAllocs)
+	for _, r := range recs {
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			fn := f.Function
+			switch {
+			case strings.HasSuffix(f.File, "_test.go"), strings.Contains(fn, "/initiator/isertest."):
+				more = false // the fake target's or the test's
+			case strings.HasPrefix(fn, "github.com/iser-attach/iser-attach/") &&
+				!strings.Contains(fn, "/initiator/pdu.") && !strings.Contains(fn, "/initiator/scsi."):
+				out[r.Stack0] = siteAllocs{n: r.AllocObjects, where: fmt.Sprintf("%s (%s:%d)", fn, f.File, f.Line)}
+				more = false
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// schedWakes is the runtime's count of sampled goroutine scheduling
+// events (runnable to running).
+func schedWakes() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return n
+}
