@@ -10,6 +10,12 @@ import "context"
 // Errors: the server answers a failed request with an NBD error reply. It maps
 // an error to an errno with errors.As: first to syscall.Errno, then to
 // interface{ Errno() syscall.Errno }; anything else becomes EIO.
+//
+// A Backend that also implements blockdev.Async (initiator.LUN) gets READ
+// and WRITE through it: the connection's reader starts them, with no
+// worker goroutine, and the backend splits them at its own MaxTransfer.
+// Those are not cancelled when the server closes: it waits for their
+// IODone (a LUN ends every command within its command timeout).
 type Backend interface {
 	// Size is the export size in bytes.
 	Size() int64

@@ -150,49 +150,51 @@ func randomFile(t *testing.T, path string, size int) []byte {
 // compares checksums. The source file has a hole, which nbdcopy turns into
 // write-zeroes requests.
 func TestNbdcopy(t *testing.T) {
-	nbdcopy := tool(t, "nbdcopy", "libnbd-bin")
-	const size = 24 << 20
-	e, mem := memExport("copy", nbdtest.Config{Size: size, BlockSize: 512, MaxTransfer: 256 << 10})
-	ts := startServer(t, []Export{e}, Options{})
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src.img")
-	data := randomFile(t, src, size)
-	// Punch a 4 MiB hole in the middle.
-	f, err := os.OpenFile(src, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Fallocate(int(f.Fd()), 0x02|0x01 /* PUNCH_HOLE|KEEP_SIZE */, 8<<20, 4<<20); err != nil {
-		t.Logf("cannot punch hole (%v): copying without one", err)
-	} else {
-		clear(data[8<<20 : 12<<20])
-	}
-	f.Close()
-	mem.Poke(8<<20, bytes.Repeat([]byte{0xee}, 4<<20)) // the zeroing must be real
+	bothPaths(t, func(t *testing.T) {
+		nbdcopy := tool(t, "nbdcopy", "libnbd-bin")
+		const size = 24 << 20
+		e, mem := memExport("copy", nbdtest.Config{Size: size, BlockSize: 512, MaxTransfer: 256 << 10})
+		ts := startServer(t, []Export{e}, Options{})
+		dir := t.TempDir()
+		src := filepath.Join(dir, "src.img")
+		data := randomFile(t, src, size)
+		// Punch a 4 MiB hole in the middle.
+		f, err := os.OpenFile(src, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Fallocate(int(f.Fd()), 0x02|0x01 /* PUNCH_HOLE|KEEP_SIZE */, 8<<20, 4<<20); err != nil {
+			t.Logf("cannot punch hole (%v): copying without one", err)
+		} else {
+			clear(data[8<<20 : 12<<20])
+		}
+		f.Close()
+		mem.Poke(8<<20, bytes.Repeat([]byte{0xee}, 4<<20)) // the zeroing must be real
 
-	mustRun(t, 60*time.Second, nbdcopy, src, ts.uri("copy"))
-	if sha256.Sum256(mem.Bytes()) != sha256.Sum256(data) {
-		t.Fatal("export content differs from the source after nbdcopy in")
-	}
-	dst := filepath.Join(dir, "dst.img")
-	mustRun(t, 60*time.Second, nbdcopy, ts.uri("copy"), dst)
-	out, err := os.ReadFile(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sha256.Sum256(out) != sha256.Sum256(data) {
-		t.Fatal("copy-out differs from the source")
-	}
-	st := mem.Stats()
-	t.Logf("backend: %d reads, %d writes, %d write-zeroes, %d trims, %d flushes, max %d in flight",
-		st.Reads, st.Writes, st.WriteZeroes, st.Trims, st.Flushes, st.MaxInFlight)
-	if st.MaxWriteLen > 256<<10 || st.MaxReadLen > 256<<10 {
-		t.Errorf("requests not split to MaxTransfer: max write %d, read %d", st.MaxWriteLen, st.MaxReadLen)
-	}
-	if st.MaxInFlight < 2 {
-		t.Errorf("nbdcopy never had two requests in flight (max %d)", st.MaxInFlight)
-	}
-	checkNoViolations(t, mem)
+		mustRun(t, 60*time.Second, nbdcopy, src, ts.uri("copy"))
+		if sha256.Sum256(mem.Bytes()) != sha256.Sum256(data) {
+			t.Fatal("export content differs from the source after nbdcopy in")
+		}
+		dst := filepath.Join(dir, "dst.img")
+		mustRun(t, 60*time.Second, nbdcopy, ts.uri("copy"), dst)
+		out, err := os.ReadFile(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sha256.Sum256(out) != sha256.Sum256(data) {
+			t.Fatal("copy-out differs from the source")
+		}
+		st := mem.Stats()
+		t.Logf("backend: %d reads, %d writes, %d write-zeroes, %d trims, %d flushes, max %d in flight",
+			st.Reads, st.Writes, st.WriteZeroes, st.Trims, st.Flushes, st.MaxInFlight)
+		if st.MaxWriteLen > 256<<10 || st.MaxReadLen > 256<<10 {
+			t.Errorf("requests not split to MaxTransfer: max write %d, read %d", st.MaxWriteLen, st.MaxReadLen)
+		}
+		if st.MaxInFlight < 2 {
+			t.Errorf("nbdcopy never had two requests in flight (max %d)", st.MaxInFlight)
+		}
+		checkNoViolations(t, mem)
+	})
 }
 
 // TestQemuImgCompare: qemu's NBD client reads the export and compares it to
@@ -255,82 +257,86 @@ func TestQemuIO(t *testing.T) {
 // TestClientSeesErrors: backend failures reach real clients as I/O errors
 // with the right errno, and the export stays usable.
 func TestClientSeesErrors(t *testing.T) {
-	qemuIO := tool(t, "qemu-io", "qemu-utils")
-	nbdcopy := tool(t, "nbdcopy", "libnbd-bin")
-	e, mem := memExport("bad", nbdtest.Config{Size: 4 << 20, BlockSize: 512})
-	ts := startServer(t, []Export{e}, Options{})
-	mem.SetHook(func(_ context.Context, op nbdtest.Op, off, length int64) error {
-		switch {
-		case op == nbdtest.OpRead && off < 2<<20+4096 && off+length > 2<<20:
-			return syscall.EIO // a bad sector at 2 MiB
-		case op == nbdtest.OpWrite && off >= 3<<20:
-			return syscall.ENOSPC // thin pool out of space
-		case op == nbdtest.OpFlush:
-			return fmt.Errorf("synchronize cache: %w", syscall.EIO)
+	bothPaths(t, func(t *testing.T) {
+		qemuIO := tool(t, "qemu-io", "qemu-utils")
+		nbdcopy := tool(t, "nbdcopy", "libnbd-bin")
+		e, mem := memExport("bad", nbdtest.Config{Size: 4 << 20, BlockSize: 512})
+		ts := startServer(t, []Export{e}, Options{})
+		mem.SetHook(func(_ context.Context, op nbdtest.Op, off, length int64) error {
+			switch {
+			case op == nbdtest.OpRead && off < 2<<20+4096 && off+length > 2<<20:
+				return syscall.EIO // a bad sector at 2 MiB
+			case op == nbdtest.OpWrite && off >= 3<<20:
+				return syscall.ENOSPC // thin pool out of space
+			case op == nbdtest.OpFlush:
+				return fmt.Errorf("synchronize cache: %w", syscall.EIO)
+			}
+			return nil
+		})
+		out, _ := runTool(t, 60*time.Second, qemuIO, "-f", "raw",
+			"-c", "read 2M 4k", "-c", "write 3M 4k", "-c", "read 0 4k", "-c", "write 1M 4k", ts.uri("bad"))
+		for _, want := range []string{
+			"read failed: Input/output error",
+			"write failed: No space left on device",
+			"read 4096/4096 bytes at offset 0",
+			"wrote 4096/4096 bytes at offset 1048576",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("qemu-io output lacks %q:\n%s", want, out)
+			}
 		}
-		return nil
+		dst := filepath.Join(t.TempDir(), "out.img")
+		out, err := runTool(t, 60*time.Second, nbdcopy, ts.uri("bad"), dst)
+		if err == nil || !strings.Contains(out, "Input/output error") {
+			t.Errorf("nbdcopy over a bad sector: err %v, output:\n%s", err, out)
+		}
+		checkNoViolations(t, mem)
 	})
-	out, _ := runTool(t, 60*time.Second, qemuIO, "-f", "raw",
-		"-c", "read 2M 4k", "-c", "write 3M 4k", "-c", "read 0 4k", "-c", "write 1M 4k", ts.uri("bad"))
-	for _, want := range []string{
-		"read failed: Input/output error",
-		"write failed: No space left on device",
-		"read 4096/4096 bytes at offset 0",
-		"wrote 4096/4096 bytes at offset 1048576",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("qemu-io output lacks %q:\n%s", want, out)
-		}
-	}
-	dst := filepath.Join(t.TempDir(), "out.img")
-	out, err := runTool(t, 60*time.Second, nbdcopy, ts.uri("bad"), dst)
-	if err == nil || !strings.Contains(out, "Input/output error") {
-		t.Errorf("nbdcopy over a bad sector: err %v, output:\n%s", err, out)
-	}
-	checkNoViolations(t, mem)
 }
 
 // TestFioVerify runs fio's nbd engine at iodepth 32 with crc32c
 // verification, against a backend slow enough that requests overlap, and
 // checks they really were in flight together.
 func TestFioVerify(t *testing.T) {
-	fio := tool(t, "fio", "fio")
-	const size = 16 << 20
-	e, mem := memExport("fio", nbdtest.Config{Size: size, BlockSize: 512})
-	ts := startServer(t, []Export{e}, Options{})
-	mem.SetHook(func(ctx context.Context, _ nbdtest.Op, _, _ int64) error {
-		time.Sleep(500 * time.Microsecond)
-		return nil
+	bothPaths(t, func(t *testing.T) {
+		fio := tool(t, "fio", "fio")
+		const size = 16 << 20
+		e, mem := memExport("fio", nbdtest.Config{Size: size, BlockSize: 512})
+		ts := startServer(t, []Export{e}, Options{})
+		mem.SetHook(func(ctx context.Context, _ nbdtest.Op, _, _ int64) error {
+			time.Sleep(500 * time.Microsecond)
+			return nil
+		})
+		out := mustRun(t, 120*time.Second, fio, "--name=verify", "--ioengine=nbd",
+			"--uri="+ts.uri("fio"), "--rw=randwrite", "--bsrange=4k-128k", "--iodepth=32",
+			"--size=16m", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0",
+			"--output-format=json")
+		var res struct {
+			Jobs []struct {
+				Error int `json:"error"`
+				Read  struct {
+					Bytes int64 `json:"io_bytes"`
+				} `json:"read"`
+				Write struct {
+					Bytes int64 `json:"io_bytes"`
+				} `json:"write"`
+			} `json:"jobs"`
+		}
+		if i := strings.IndexByte(out, '{'); i > 0 {
+			out = out[i:] // fio prints notes before the JSON
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Jobs) != 1 {
+			t.Fatalf("fio output (%v):\n%s", err, out)
+		}
+		j := res.Jobs[0]
+		if j.Error != 0 || j.Write.Bytes < size || j.Read.Bytes < size {
+			t.Fatalf("fio: error %d, wrote %d, verified %d bytes", j.Error, j.Write.Bytes, j.Read.Bytes)
+		}
+		st := mem.Stats()
+		t.Logf("backend: max %d in flight, %d writes, %d reads", st.MaxInFlight, st.Writes, st.Reads)
+		if st.MaxInFlight < 16 {
+			t.Errorf("fio at iodepth 32: only %d requests in flight at once", st.MaxInFlight)
+		}
+		checkNoViolations(t, mem)
 	})
-	out := mustRun(t, 120*time.Second, fio, "--name=verify", "--ioengine=nbd",
-		"--uri="+ts.uri("fio"), "--rw=randwrite", "--bsrange=4k-128k", "--iodepth=32",
-		"--size=16m", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0",
-		"--output-format=json")
-	var res struct {
-		Jobs []struct {
-			Error int `json:"error"`
-			Read  struct {
-				Bytes int64 `json:"io_bytes"`
-			} `json:"read"`
-			Write struct {
-				Bytes int64 `json:"io_bytes"`
-			} `json:"write"`
-		} `json:"jobs"`
-	}
-	if i := strings.IndexByte(out, '{'); i > 0 {
-		out = out[i:] // fio prints notes before the JSON
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Jobs) != 1 {
-		t.Fatalf("fio output (%v):\n%s", err, out)
-	}
-	j := res.Jobs[0]
-	if j.Error != 0 || j.Write.Bytes < size || j.Read.Bytes < size {
-		t.Fatalf("fio: error %d, wrote %d, verified %d bytes", j.Error, j.Write.Bytes, j.Read.Bytes)
-	}
-	st := mem.Stats()
-	t.Logf("backend: max %d in flight, %d writes, %d reads", st.MaxInFlight, st.Writes, st.Reads)
-	if st.MaxInFlight < 16 {
-		t.Errorf("fio at iodepth 32: only %d requests in flight at once", st.MaxInFlight)
-	}
-	checkNoViolations(t, mem)
 }

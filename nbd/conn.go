@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
 // conn is one client connection. Its serve method runs on the goroutine
@@ -43,8 +45,9 @@ type conn struct {
 	geo     geometry
 	budget  *budget
 	replies chan reply
-	workers sync.WaitGroup
-	jobs    chan job // to idle workers
+	workers sync.WaitGroup // requests being executed
+	async   blockdev.Async // the export's, or nil: blocking calls on workers
+	jobs    chan job       // to idle workers
 }
 
 // reply is one simple reply on its way to the writer.
@@ -197,6 +200,7 @@ func (c *conn) serve() {
 		return
 	}
 	c.exp, c.geo = exp, g
+	c.async, _ = exp.Backend.(blockdev.Async)
 	c.log = c.log.With().Str("export", exp.Name).Logger()
 	c.log.Info().Int64("size", g.size).Uint32("block_size", g.minBlock).
 		Bool("read_only", g.readOnly).Msg("nbd client attached")

@@ -69,7 +69,24 @@ func (ts *testServer) uri(name string) string {
 
 func memExport(name string, cfg nbdtest.Config) (Export, *nbdtest.Memory) {
 	m := nbdtest.NewMemory(cfg)
-	return Export{Name: name, Description: "test export " + name, Backend: m}, m
+	var b Backend = m
+	if asyncBackends {
+		b = m.Async()
+	}
+	return Export{Name: name, Description: "test export " + name, Backend: b}, m
+}
+
+// asyncBackends makes memExport's backends blockdev.Async (bothPaths).
+var asyncBackends bool
+
+// bothPaths runs f with blocking backends, then with blockdev.Async ones.
+func bothPaths(t *testing.T, f func(t *testing.T)) {
+	t.Run("blocking", f)
+	t.Run("async", func(t *testing.T) {
+		asyncBackends = true
+		defer func() { asyncBackends = false }()
+		f(t)
+	})
 }
 
 // rawClient is a minimal NBD client that lets tests send anything.

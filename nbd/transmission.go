@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/iser-attach/iser-attach/internal/freelist"
 )
 
 // transmit runs the transmission phase. The calling goroutine reads
@@ -128,6 +130,10 @@ func (c *conn) accept(req request) error {
 		buf = getBuf(int(req.Length))
 	}
 	c.workers.Add(1)
+	if c.async != nil && cost > 0 {
+		c.startAsync(req, buf, cost)
+		return nil
+	}
 	j := job{req: req, buf: buf, cost: cost}
 	select {
 	case c.jobs <- j: // an idle worker takes it
@@ -190,6 +196,51 @@ func (c *conn) work(req request, buf *[]byte, cost int64) {
 		r.data = *buf
 	}
 	c.replies <- r
+}
+
+// asyncReq is a READ or WRITE started through the export's
+// blockdev.Async, until its IODone; kept on a free list.
+type asyncReq struct {
+	c    *conn
+	req  request
+	buf  *[]byte
+	cost int64
+}
+
+var asyncReqs freelist.List[asyncReq]
+
+// startAsync starts a checked READ or WRITE on the backend's
+// blockdev.Async, from the reader; its reply is queued by IODone.
+func (c *conn) startAsync(req request, buf *[]byte, cost int64) {
+	x := asyncReqs.Get()
+	x.c, x.req, x.buf, x.cost = c, req, buf, cost
+	if req.Type == cmdWrite {
+		c.async.StartWrite(*buf, int64(req.Offset), req.Flags&cmdFlagFUA != 0, x, 0)
+	} else {
+		c.async.StartRead(*buf, int64(req.Offset), x, 0)
+	}
+}
+
+// IODone implements blockdev.Done: the request's reply goes to the writer.
+func (x *asyncReq) IODone(_ uint32, err error) {
+	c, req := x.c, x.req
+	r := reply{handle: req.Handle, buf: x.buf, cost: x.cost}
+	*x = asyncReq{}
+	asyncReqs.Put(x)
+	if err != nil {
+		op := "read"
+		if req.Type == cmdWrite {
+			op = "write"
+		}
+		err = fmt.Errorf("%s %d bytes at %d: %w", op, req.Length, req.Offset, err)
+		r.errno = errnoOf(err, c.stopping.Load() || c.ctx.Err() != nil)
+		c.log.Warn().Err(err).Uint16("type", req.Type).Uint64("offset", req.Offset).
+			Uint32("length", req.Length).Uint32("errno", r.errno).Msg("nbd backend error")
+	} else if req.Type == cmdRead {
+		r.data = *r.buf
+	}
+	c.replies <- r
+	c.workers.Done()
 }
 
 // execute performs a checked request, splitting READ and WRITE into

@@ -121,128 +121,134 @@ func (e errnoErr) Errno() syscall.Errno { return e.en }
 // TestBackendErrors injects backend failures and checks the NBD error each
 // becomes, for every command type.
 func TestBackendErrors(t *testing.T) {
-	e, mem := memExport("e", nbdtest.Config{Size: testSize})
-	ts := startServer(t, []Export{e}, Options{})
-	c := dialRaw(t, ts.sock)
-	c.goExport("e")
-	tests := []struct {
-		err  error
-		want uint32
-	}{
-		{syscall.EIO, errIO},
-		{fmt.Errorf("wrapped: %w", syscall.ENOSPC), errNoSpc},
-		{syscall.EDQUOT, errNoSpc},
-		{syscall.EROFS, errPerm},
-		{errnoErr{syscall.EINVAL}, errInval},
-		{fmt.Errorf("sense: %w", errnoErr{syscall.ENOMEM}), errNoMem},
-		{errnoErr{syscall.ENOTSUP}, errNotSup},
-		{syscall.ENOENT, errIO},
-		{errors.New("target went away"), errIO},
-		{context.Canceled, errIO}, // not shutting down: a plain failure
-	}
-	cmds := []request{
-		{Type: cmdRead, Length: 512},
-		{Type: cmdWrite, Length: 512},
-		{Type: cmdFlush},
-		{Type: cmdTrim, Length: 512},
-		{Type: cmdWriteZeroes, Length: 512},
-	}
-	for _, tt := range tests {
-		mem.SetHook(func(context.Context, nbdtest.Op, int64, int64) error { return tt.err })
-		for i, req := range cmds {
-			req.Handle = uint64(i)
-			var payload []byte
-			if req.Type == cmdWrite {
-				payload = make([]byte, 512)
-			}
-			if errno, _ := c.do(req, payload); errno != tt.want {
-				t.Errorf("%v on cmd %d: errno %d, want %d", tt.err, req.Type, errno, tt.want)
+	bothPaths(t, func(t *testing.T) {
+		e, mem := memExport("e", nbdtest.Config{Size: testSize})
+		ts := startServer(t, []Export{e}, Options{})
+		c := dialRaw(t, ts.sock)
+		c.goExport("e")
+		tests := []struct {
+			err  error
+			want uint32
+		}{
+			{syscall.EIO, errIO},
+			{fmt.Errorf("wrapped: %w", syscall.ENOSPC), errNoSpc},
+			{syscall.EDQUOT, errNoSpc},
+			{syscall.EROFS, errPerm},
+			{errnoErr{syscall.EINVAL}, errInval},
+			{fmt.Errorf("sense: %w", errnoErr{syscall.ENOMEM}), errNoMem},
+			{errnoErr{syscall.ENOTSUP}, errNotSup},
+			{syscall.ENOENT, errIO},
+			{errors.New("target went away"), errIO},
+			{context.Canceled, errIO}, // not shutting down: a plain failure
+		}
+		cmds := []request{
+			{Type: cmdRead, Length: 512},
+			{Type: cmdWrite, Length: 512},
+			{Type: cmdFlush},
+			{Type: cmdTrim, Length: 512},
+			{Type: cmdWriteZeroes, Length: 512},
+		}
+		for _, tt := range tests {
+			mem.SetHook(func(context.Context, nbdtest.Op, int64, int64) error { return tt.err })
+			for i, req := range cmds {
+				req.Handle = uint64(i)
+				var payload []byte
+				if req.Type == cmdWrite {
+					payload = make([]byte, 512)
+				}
+				if errno, _ := c.do(req, payload); errno != tt.want {
+					t.Errorf("%v on cmd %d: errno %d, want %d", tt.err, req.Type, errno, tt.want)
+				}
 			}
 		}
-	}
-	mem.SetHook(nil)
-	if errno, _ := c.do(request{Type: cmdRead, Length: 512}, nil); errno != 0 {
-		t.Fatalf("read after errors: errno %d", errno)
-	}
+		mem.SetHook(nil)
+		if errno, _ := c.do(request{Type: cmdRead, Length: 512}, nil); errno != 0 {
+			t.Fatalf("read after errors: errno %d", errno)
+		}
+	})
 }
 
 // TestSplitAndFUA checks that READ/WRITE larger than MaxTransfer are split
 // into MaxTransfer-sized backend calls, that FUA reaches each of them, and
 // that the data round-trips.
 func TestSplitAndFUA(t *testing.T) {
-	e, mem := memExport("s", nbdtest.Config{Size: 4 << 20, BlockSize: 512, MaxTransfer: 65536 + 512})
-	ts := startServer(t, []Export{e}, Options{})
-	c := dialRaw(t, ts.sock)
-	c.goExport("s")
-	data := make([]byte, 1<<20+512)
-	for i := range data {
-		data[i] = byte(rand.Uint32())
-	}
-	if errno, _ := c.do(request{Type: cmdWrite, Flags: cmdFlagFUA, Offset: 512, Length: uint32(len(data))}, data); errno != 0 {
-		t.Fatalf("write errno %d", errno)
-	}
-	errno, got := c.do(request{Type: cmdRead, Offset: 512, Length: uint32(len(data))}, nil)
-	if errno != 0 || !bytes.Equal(got, data) {
-		t.Fatalf("read back: errno %d, equal %v", errno, bytes.Equal(got, data))
-	}
-	st := mem.Stats()
-	// 1 MiB + 512 in pieces of 66048 bytes: 15 full pieces and a remainder.
-	if st.Writes != 16 || st.FUAWrites != 16 || st.Reads != 16 {
-		t.Errorf("writes %d (FUA %d), reads %d; want 16 each", st.Writes, st.FUAWrites, st.Reads)
-	}
-	if st.MaxWriteLen != 65536+512 || st.MaxReadLen != 65536+512 || st.Violations != 0 {
-		t.Errorf("stats %+v", st)
-	}
+	bothPaths(t, func(t *testing.T) {
+		e, mem := memExport("s", nbdtest.Config{Size: 4 << 20, BlockSize: 512, MaxTransfer: 65536 + 512})
+		ts := startServer(t, []Export{e}, Options{})
+		c := dialRaw(t, ts.sock)
+		c.goExport("s")
+		data := make([]byte, 1<<20+512)
+		for i := range data {
+			data[i] = byte(rand.Uint32())
+		}
+		if errno, _ := c.do(request{Type: cmdWrite, Flags: cmdFlagFUA, Offset: 512, Length: uint32(len(data))}, data); errno != 0 {
+			t.Fatalf("write errno %d", errno)
+		}
+		errno, got := c.do(request{Type: cmdRead, Offset: 512, Length: uint32(len(data))}, nil)
+		if errno != 0 || !bytes.Equal(got, data) {
+			t.Fatalf("read back: errno %d, equal %v", errno, bytes.Equal(got, data))
+		}
+		st := mem.Stats()
+		// 1 MiB + 512 in pieces of 66048 bytes: 15 full pieces and a remainder.
+		if st.Writes != 16 || st.FUAWrites != 16 || st.Reads != 16 {
+			t.Errorf("writes %d (FUA %d), reads %d; want 16 each", st.Writes, st.FUAWrites, st.Reads)
+		}
+		if st.MaxWriteLen != 65536+512 || st.MaxReadLen != 65536+512 || st.Violations != 0 {
+			t.Errorf("stats %+v", st)
+		}
+	})
 }
 
 // TestPipelining sends many reads at once to a backend that holds every
 // call until all of them are running, then releases them in reverse order:
 // the server must have them all in flight and reply out of order.
 func TestPipelining(t *testing.T) {
-	const n = 32
-	e, mem := memExport("p", nbdtest.Config{Size: testSize})
-	ts := startServer(t, []Export{e}, Options{MaxInFlight: n})
-	c := dialRaw(t, ts.sock)
-	c.goExport("p")
+	bothPaths(t, func(t *testing.T) {
+		const n = 32
+		e, mem := memExport("p", nbdtest.Config{Size: testSize})
+		ts := startServer(t, []Export{e}, Options{MaxInFlight: n})
+		c := dialRaw(t, ts.sock)
+		c.goExport("p")
 
-	arrived := make(chan int64, n)
-	release := make([]chan struct{}, n)
-	for i := range release {
-		release[i] = make(chan struct{})
-	}
-	mem.SetHook(func(ctx context.Context, _ nbdtest.Op, off, _ int64) error {
-		arrived <- off
-		select {
-		case <-release[off/512]:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		arrived := make(chan int64, n)
+		release := make([]chan struct{}, n)
+		for i := range release {
+			release[i] = make(chan struct{})
+		}
+		mem.SetHook(func(ctx context.Context, _ nbdtest.Op, off, _ int64) error {
+			arrived <- off
+			select {
+			case <-release[off/512]:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		lens := map[uint64]int{}
+		for i := range n {
+			mem.Poke(int64(i)*512, bytes.Repeat([]byte{byte(i)}, 512))
+			c.send(request{Type: cmdRead, Handle: uint64(i), Offset: uint64(i) * 512, Length: 512}, nil)
+			lens[uint64(i)] = 512
+		}
+		timeout := time.After(10 * time.Second)
+		for range n {
+			select {
+			case <-arrived:
+			case <-timeout:
+				t.Fatalf("only %d of %d requests reached the backend concurrently", mem.Stats().MaxInFlight, n)
+			}
+		}
+		for i := n - 1; i >= 0; i-- {
+			close(release[i])
+			h, errno, data := c.readReply(lens)
+			if h != uint64(i) || errno != 0 || data[0] != byte(i) || data[511] != byte(i) {
+				t.Fatalf("reply %d: handle %d errno %d data[0] %d", n-1-i, h, errno, data[0])
+			}
+		}
+		if got := mem.Stats().MaxInFlight; got != n {
+			t.Errorf("max in flight %d, want %d", got, n)
 		}
 	})
-	lens := map[uint64]int{}
-	for i := range n {
-		mem.Poke(int64(i)*512, bytes.Repeat([]byte{byte(i)}, 512))
-		c.send(request{Type: cmdRead, Handle: uint64(i), Offset: uint64(i) * 512, Length: 512}, nil)
-		lens[uint64(i)] = 512
-	}
-	timeout := time.After(10 * time.Second)
-	for range n {
-		select {
-		case <-arrived:
-		case <-timeout:
-			t.Fatalf("only %d of %d requests reached the backend concurrently", mem.Stats().MaxInFlight, n)
-		}
-	}
-	for i := n - 1; i >= 0; i-- {
-		close(release[i])
-		h, errno, data := c.readReply(lens)
-		if h != uint64(i) || errno != 0 || data[0] != byte(i) || data[511] != byte(i) {
-			t.Fatalf("reply %d: handle %d errno %d data[0] %d", n-1-i, h, errno, data[0])
-		}
-	}
-	if got := mem.Stats().MaxInFlight; got != n {
-		t.Errorf("max in flight %d, want %d", got, n)
-	}
 }
 
 // TestMaxInFlight checks that the server stops reading once MaxInFlight
@@ -286,27 +292,29 @@ func TestMaxInFlight(t *testing.T) {
 // TestDisconnectWaitsForInFlight: NBD_CMD_DISC after pipelined writes; the
 // server must finish and answer them before closing.
 func TestDisconnectWaitsForInFlight(t *testing.T) {
-	e, mem := memExport("d", nbdtest.Config{Size: testSize})
-	ts := startServer(t, []Export{e}, Options{})
-	c := dialRaw(t, ts.sock)
-	c.goExport("d")
-	mem.SetHook(func(ctx context.Context, op nbdtest.Op, _, _ int64) error {
-		time.Sleep(20 * time.Millisecond)
-		return nil
-	})
-	for i := range 8 {
-		c.send(request{Type: cmdWrite, Handle: uint64(i), Offset: uint64(i) * 512, Length: 512}, bytes.Repeat([]byte{1}, 512))
-	}
-	c.send(request{Type: cmdDisc}, nil)
-	for range 8 {
-		if _, errno, _ := c.readReply(nil); errno != 0 {
-			t.Fatalf("errno %d", errno)
+	bothPaths(t, func(t *testing.T) {
+		e, mem := memExport("d", nbdtest.Config{Size: testSize})
+		ts := startServer(t, []Export{e}, Options{})
+		c := dialRaw(t, ts.sock)
+		c.goExport("d")
+		mem.SetHook(func(ctx context.Context, op nbdtest.Op, _, _ int64) error {
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		})
+		for i := range 8 {
+			c.send(request{Type: cmdWrite, Handle: uint64(i), Offset: uint64(i) * 512, Length: 512}, bytes.Repeat([]byte{1}, 512))
 		}
-	}
-	c.expectClosed()
-	if st := mem.Stats(); st.Writes != 8 {
-		t.Fatalf("%d writes reached the backend, want 8", st.Writes)
-	}
+		c.send(request{Type: cmdDisc}, nil)
+		for range 8 {
+			if _, errno, _ := c.readReply(nil); errno != 0 {
+				t.Fatalf("errno %d", errno)
+			}
+		}
+		c.expectClosed()
+		if st := mem.Stats(); st.Writes != 8 {
+			t.Fatalf("%d writes reached the backend, want 8", st.Writes)
+		}
+	})
 }
 
 // blockForever returns a hook that blocks until the call's context ends,
