@@ -61,6 +61,9 @@ const (
 	// task was aborted without an answer stays out of use until teardown.
 	iserSpareData = 8
 	iserPollBatch = 32
+	// iserSignalEvery: one SEND in this many asks for a completion (and
+	// the one that takes the last free send slot).
+	iserSignalEvery = 16
 )
 
 // work request ids: kind in the top byte, slot index below.
@@ -92,28 +95,36 @@ type ISERDatamover struct {
 	nSend int
 	slot  int // bounce slot size
 
-	mu        sync.Mutex
-	freeSend  []int
-	freeData  []int        // free bounce slots
-	bounce    []RDMAMemory // bounce chunks; slot i is in chunk i/iserBounceChunk
-	nBounce   int          // bounce slots registered so far
-	maxBounce int          // cap: queue depth + spare
-	extra     []RDMAMemory // caller memory from RegisterIOBuffers
-	pinned    int64        // bytes registered on this connection
-	posted    []bool
-	ents      []iserTask           // per task index (the ITT's low bits)
-	extraEnts map[uint32]*iserTask // tasks whose index is beyond ents
-	sges      [][2]rdma.SGE        // per send slot: its SEND's gather list
-	recvOne   [1]rdma.RecvWR       // repost's work request
-	rx        pdu.PDU              // the PDU handed to the inline handler
-	pending   []rdma.SendWR        // queued by SendCommand, posted by Kick
-	spareWRs  []rdma.SendWR        // pending's other buffer, while Kick posts
-	overflow  []deferredSend       // waiting for a send slot, in CmdSN order
-	posting   bool                 // a Kick is posting
-	params    Params
-	ffp       bool
-	closed    bool
-	err       error
+	mu       sync.Mutex
+	freeSend []int
+	// inSQ holds the send slots whose SENDs are in the send queue, in the
+	// order they were queued (a ring from sqHead): a signaled completion
+	// frees its slot and every one before it. sinceSignal counts the
+	// unsignaled SENDs queued since the last signaled one.
+	inSQ        []int
+	sqHead      int
+	sqLen       int
+	sinceSignal int
+	freeData    []int        // free bounce slots
+	bounce      []RDMAMemory // bounce chunks; slot i is in chunk i/iserBounceChunk
+	nBounce     int          // bounce slots registered so far
+	maxBounce   int          // cap: queue depth + spare
+	extra       []RDMAMemory // caller memory from RegisterIOBuffers
+	pinned      int64        // bytes registered on this connection
+	posted      []bool
+	ents        []iserTask           // per task index (the ITT's low bits)
+	extraEnts   map[uint32]*iserTask // tasks whose index is beyond ents
+	sges        [][2]rdma.SGE        // per send slot: its SEND's gather list
+	recvOne     [1]rdma.RecvWR       // repost's work request
+	rx          pdu.PDU              // the PDU handed to the inline handler
+	pending     []rdma.SendWR        // queued by SendCommand, posted by Kick
+	spareWRs    []rdma.SendWR        // pending's other buffer, while Kick posts
+	overflow    []deferredSend       // waiting for a send slot, in CmdSN order
+	posting     bool                 // a Kick is posting
+	params      Params
+	ffp         bool
+	closed      bool
+	err         error
 
 	memMu   sync.RWMutex // held (R) while copying from a bounce slot
 	memGone bool
@@ -164,6 +175,7 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		maxBounce: queueDepth + iserSpareData,
 		ents:      make([]iserTask, queueDepth+iserControlSlots),
 		sges:      make([][2]rdma.SGE, queueDepth+iserControlSlots),
+		inSQ:      make([]int, queueDepth+iserControlSlots),
 		pdus:      make(chan *pdu.PDU, queueDepth+iserControlSlots),
 		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
 		params: DefaultParams(),
@@ -391,8 +403,45 @@ func (d *ISERDatamover) postOneRecvLocked() error {
 
 // queueSendLocked queues a SEND from send slot i; Kick posts it. SENDs go
 // out in the order they were queued (the CmdSN order of their commands).
+//
+// Most SENDs are unsignaled: the send queue completes in order, so the
+// completion of a signaled SEND says that every SEND before it is done
+// with its slot too (retireLocked). One in iserSignalEvery is signaled,
+// and the one that takes the last free slot, so that slots always come
+// back.
+// A slot's buffer is thus reused only after the device has finished
+// reading it; immediate data lies in the command's own buffer, which its
+// response (after the SEND was received) releases. Nothing is ever
+// invalidated, so a retransmission after the response reads valid
+// memory: the hazard that made Linux's iser signal every SEND (per-command
+// registrations invalidated at completion) does not exist here.
 func (d *ISERDatamover) queueSendLocked(i int, sges []rdma.SGE) {
-	d.pending = append(d.pending, rdma.SendWR{ID: wrSend | uint64(i), SGEs: sges, Signaled: true, Op: rdma.OpSend})
+	d.sinceSignal++
+	signaled := d.sinceSignal >= iserSignalEvery || len(d.freeSend) == 0
+	if signaled {
+		d.sinceSignal = 0
+	}
+	d.inSQ[(d.sqHead+d.sqLen)%len(d.inSQ)] = i
+	d.sqLen++
+	d.pending = append(d.pending, rdma.SendWR{ID: wrSend | uint64(i), SGEs: sges, Signaled: signaled, Op: rdma.OpSend})
+}
+
+// retireLocked frees send slot i, whose SEND completed, and the slots of
+// every SEND queued before it.
+func (d *ISERDatamover) retireLocked(i int) {
+	for k := 0; k < d.sqLen; k++ {
+		if d.inSQ[(d.sqHead+k)%len(d.inSQ)] != i {
+			continue
+		}
+		for ; k >= 0; k-- {
+			d.freeSend = append(d.freeSend, d.inSQ[d.sqHead])
+			d.sqHead = (d.sqHead + 1) % len(d.inSQ)
+			d.sqLen--
+		}
+		return
+	}
+	// Not in the send queue: freed already by a later completion (a
+	// flushed unsignaled SEND after a signaled one).
 }
 
 // Kick posts the queued SENDs. Many goroutines may call it: the first posts
@@ -699,7 +748,7 @@ func (d *ISERDatamover) complete(wc *rdma.Completion) error {
 	switch wc.ID & wrMask {
 	case wrSend:
 		d.mu.Lock()
-		d.freeSend = append(d.freeSend, idx)
+		d.retireLocked(idx)
 		kick := len(d.overflow) > 0 && d.sendDeferredLocked()
 		closed := d.closed
 		d.mu.Unlock()

@@ -41,7 +41,9 @@ func (c *chainIO) CommandDone(_ initiator.Tag, _ *initiator.Result, err error) {
 // from completion callbacks run out of send queue entries. They must wait
 // for them without blocking the goroutine that reaps completions: every
 // SEND posted is still one entry, never more than the send queue holds,
-// and once the completions come the rest go out, in order.
+// and once the completions come the rest go out, in order. (Most SENDs are
+// unsignaled; the fake retires their entries only with a later signaled
+// completion, as a device does.)
 func TestISERSendsWaitForSendQueueWithoutBlockingCompletions(t *testing.T) {
 	const depth = 4
 	s, _, fc := iserSessionDepth(t, 4096, depth)
@@ -54,12 +56,12 @@ func TestISERSendsWaitForSendQueueWithoutBlockingCompletions(t *testing.T) {
 	}
 	// The send queue has depth+16 entries (16 for control PDUs).
 	deadline := time.Now().Add(5 * time.Second)
-	for fc.HeldSendCompletions() < depth+16 && time.Now().Before(deadline) {
+	for n, _ := fc.SendQueueUse(); n < depth+16 && time.Now().Before(deadline); n, _ = fc.SendQueueUse() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if n := fc.HeldSendCompletions(); n != depth+16 {
-		t.Fatalf("%d SENDs in the send queue, want it full (%d)", n, depth+16)
+	if n, most := fc.SendQueueUse(); n != depth+16 || most != depth+16 {
+		t.Fatalf("%d SENDs in the send queue (at most %d), want it full (%d)", n, most, depth+16)
 	}
 	if n := c.ended.Load(); n >= total {
 		t.Fatalf("all %d commands ended with the send queue full", n)
@@ -78,5 +80,38 @@ func TestISERSendsWaitForSendQueueWithoutBlockingCompletions(t *testing.T) {
 	}
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Most SENDs go unsignaled (one completion per batch of them instead of
+// one each), and the slots they free in order are enough: with depth
+// commands in flight all the time, the send queue never holds more than
+// its depth+16 entries.
+func TestISERSignalsFewSends(t *testing.T) {
+	const depth = 8
+	s, _, fc := iserSessionDepth(t, 4096, depth)
+	c := &chainIO{s: s, errs: make(chan error, 8), buf: make([]byte, 4096)}
+	const total = 2000
+	c.left.Store(total - depth)
+	for i := 0; i < depth; i++ {
+		go c.start()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for c.ended.Load() < total && time.Now().Before(deadline) {
+		select {
+		case err := <-c.errs:
+			t.Fatal(err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if n := c.ended.Load(); n != total {
+		t.Fatalf("%d of %d commands ended", n, total)
+	}
+	posted, signaled := fc.Sends()
+	if posted < total || signaled*8 > posted {
+		t.Errorf("%d of %d SENDs signaled; want about one in 16", signaled, posted)
+	}
+	if _, most := fc.SendQueueUse(); most > depth+16 {
+		t.Errorf("the send queue held %d entries; it has %d", most, depth+16)
 	}
 }

@@ -89,7 +89,7 @@ func (c *Conn) Close() error {
 // connection) it first disconnects and waits for the flush completions.
 func (c *Conn) release(drain bool) error {
 	var errs []error
-	if drain && c.id != nil && c.scq != nil {
+	if drain && c.id != nil && c.cq != nil {
 		if err := c.startDisconnect(); err != nil {
 			errs = append(errs, err)
 		}
@@ -108,17 +108,11 @@ func (c *Conn) release(drain bool) error {
 	}
 	c.mrs = nil
 	c.mrMu.Unlock()
-	if c.scq != nil {
-		if r := C.rd_destroy_cq(c.scq); r != 0 {
+	if c.cq != nil {
+		if r := C.rd_destroy_cq(c.cq); r != 0 {
 			errs = append(errs, fmt.Errorf("ibv_destroy_cq: %w", errnoErr(int(r))))
 		}
-		c.scq = nil
-	}
-	if c.rcq != nil {
-		if r := C.rd_destroy_cq(c.rcq); r != 0 {
-			errs = append(errs, fmt.Errorf("ibv_destroy_cq: %w", errnoErr(int(r))))
-		}
-		c.rcq = nil
+		c.cq = nil
 	}
 	if c.compCh != nil {
 		if r := C.rd_destroy_comp_channel(c.compCh); r != 0 {
@@ -174,7 +168,7 @@ func (c *Conn) drain() error {
 			continue
 		}
 		if !c.armed {
-			if r := C.rd_arm(c.scq, c.rcq); r != 0 {
+			if r := C.rd_arm(c.cq); r != 0 {
 				return fmt.Errorf("ibv_req_notify_cq: %w", errnoErr(int(r)))
 			}
 			c.armed = true
@@ -189,7 +183,7 @@ func (c *Conn) drain() error {
 				c.recvPending.Load(), c.markerSeen.Load(), drainTimeout)
 		}
 		if tags&tagComp != 0 {
-			if C.rd_get_cq_events(c.compCh) > 0 {
+			if C.rd_get_cq_event(c.compCh) > 0 {
 				c.armed = false
 			}
 		}

@@ -49,8 +49,7 @@ type Conn struct {
 	id     *C.struct_rdma_cm_id
 	pd     *C.struct_ibv_pd
 	compCh *C.struct_ibv_comp_channel
-	scq    *C.struct_ibv_cq
-	rcq    *C.struct_ibv_cq
+	cq     *C.struct_ibv_cq // one CQ for the send and receive queues
 	w      *waiter
 
 	// C scratch memory for one batch of posts and one poll.
@@ -230,13 +229,12 @@ func (c *Conn) setupQP() error {
 	if err := c.w.add(int(c.compCh.fd), tagComp); err != nil {
 		return err
 	}
-	if c.scq, err = C.rd_create_cq(c.id, C.int(o.SendDepth+1), c.compCh); c.scq == nil {
-		return fmt.Errorf("ibv_create_cq (send): %w", ptrErr(err))
+	// One CQ for both queues: one arm, one event and one poll per
+	// wake-up, and completions in the order they happened.
+	if c.cq, err = C.rd_create_cq(c.id, C.int(o.SendDepth+1+o.RecvDepth), c.compCh); c.cq == nil {
+		return fmt.Errorf("ibv_create_cq: %w", ptrErr(err))
 	}
-	if c.rcq, err = C.rd_create_cq(c.id, C.int(o.RecvDepth), c.compCh); c.rcq == nil {
-		return fmt.Errorf("ibv_create_cq (recv): %w", ptrErr(err))
-	}
-	if r := C.rd_create_qp(c.id, c.pd, c.scq, c.rcq, C.int(o.SendDepth+1), C.int(o.RecvDepth),
+	if r := C.rd_create_qp(c.id, c.pd, c.cq, c.cq, C.int(o.SendDepth+1), C.int(o.RecvDepth),
 		C.int(o.MaxSendSGE), C.int(o.MaxRecvSGE)); r != 0 {
 		return fmt.Errorf("rdma_create_qp: %w", errnoErr(int(r)))
 	}
@@ -440,3 +438,5 @@ func parseSource(s string) (netip.AddrPort, error) {
 }
 
 var errReservedID = errors.New("work request ID ^uint64(0) is reserved")
+
+var errRecvID = fmt.Errorf("receive work request IDs must be below %#x", uint64(recvIDBit-1))

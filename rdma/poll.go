@@ -42,7 +42,7 @@ func (c *Conn) Poll(ctx context.Context, out []Completion) (int, error) {
 			return 0, fmt.Errorf("rdma poll: %w", ErrDisconnected)
 		}
 		if !c.armed {
-			if r := C.rd_arm(c.scq, c.rcq); r != 0 {
+			if r := C.rd_arm(c.cq); r != 0 {
 				return 0, fmt.Errorf("rdma poll: ibv_req_notify_cq: %w", errnoErr(int(r)))
 			}
 			c.armed = true
@@ -64,7 +64,7 @@ func (c *Conn) Poll(ctx context.Context, out []Completion) (int, error) {
 // handleReady consumes completion and CM events the waiter reported.
 func (c *Conn) handleReady(tags uint32) error {
 	if tags&tagComp != 0 {
-		r := C.rd_get_cq_events(c.compCh)
+		r := C.rd_get_cq_event(c.compCh)
 		if r < 0 && r != -C.EAGAIN {
 			return fmt.Errorf("ibv_get_cq_event: %w", errnoErr(int(r)))
 		}
@@ -98,7 +98,7 @@ func (c *Conn) handleCMEvents() error {
 	}
 }
 
-// pollCQ takes completions from both CQs with one cgo call, dropping the
+// pollCQ takes completions from the CQ with one cgo call, dropping the
 // drain marker and counting receives.
 func (c *Conn) pollCQ(out []Completion) (int, error) {
 	c.stateMu.Lock()
@@ -107,27 +107,29 @@ func (c *Conn) pollCQ(out []Completion) (int, error) {
 	}
 	c.stateMu.Unlock()
 	n := min(len(out), pollBatch)
-	got := C.rd_poll(c.scq, c.rcq, c.wcs, C.int(n))
+	got := C.rd_poll(c.cq, c.wcs, C.int(n))
 	if got < 0 {
 		return 0, fmt.Errorf("ibv_poll_cq: %w", errnoErr(int(got)))
 	}
 	k := 0
 	for _, wc := range unsafe.Slice(c.wcs, int(got)) {
-		if wc.recv != 0 {
+		id := uint64(wc.id)
+		recv := id != drainID && id&recvIDBit != 0
+		if recv {
 			c.recvPending.Add(-1)
-		} else if uint64(wc.id) == drainID {
+		} else if id == drainID {
 			c.markerSeen.Store(true)
 			continue
 		}
-		out[k] = toCompletion(&wc)
+		out[k] = toCompletion(&wc, recv)
 		k++
 	}
 	return k, nil
 }
 
-func toCompletion(wc *C.struct_rd_wc) Completion {
+func toCompletion(wc *C.struct_rd_wc, recv bool) Completion {
 	cp := Completion{
-		ID:              uint64(wc.id),
+		ID:              uint64(wc.id) &^ recvIDBit,
 		Status:          WCStatus(wc.status),
 		ByteLen:         uint32(wc.byte_len),
 		InvalidatedRKey: uint32(wc.invalidated_rkey),
@@ -135,7 +137,7 @@ func toCompletion(wc *C.struct_rd_wc) Completion {
 		VendorErr:       uint32(wc.vendor_err),
 	}
 	switch {
-	case wc.recv != 0:
+	case recv:
 		cp.Op = OpRecv
 	case wc.status != C.IBV_WC_SUCCESS:
 		cp.Op = OpSend

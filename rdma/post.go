@@ -108,7 +108,10 @@ func (c *Conn) postRecvBatch(wrs []RecvWR) (int, error) {
 	sges := unsafe.Slice(c.recvSGEs, c.recvCap)
 	for i := range wrs {
 		wr := &wrs[i]
-		ids[i] = C.uint64_t(wr.ID)
+		if wr.ID >= recvIDBit-1 {
+			return i, fmt.Errorf("work request %#x: %w", wr.ID, errRecvID)
+		}
+		ids[i] = C.uint64_t(wr.ID | recvIDBit)
 		sges[i] = C.struct_ibv_sge{addr: C.uint64_t(wr.SGE.Addr), length: C.uint32_t(wr.SGE.Length), lkey: C.uint32_t(wr.SGE.LKey)}
 	}
 	r := C.rd_post_recv(c.id, &ids[0], C.int(len(wrs)), &sges[0], c.recvWRs, c.recvBad)

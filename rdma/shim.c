@@ -447,7 +447,7 @@ int rd_post_recv(struct rdma_cm_id *id, const uint64_t *ids, int n, const struct
 
 #define RD_POLL_MAX 64
 
-static int poll_one(struct ibv_cq *cq, struct rd_wc *out, int n, int recv)
+int rd_poll(struct ibv_cq *cq, struct rd_wc *out, int n)
 {
 	struct ibv_wc wc[RD_POLL_MAX];
 	if (n > RD_POLL_MAX)
@@ -462,52 +462,25 @@ static int poll_one(struct ibv_cq *cq, struct rd_wc *out, int n, int recv)
 			(wc[i].wc_flags & IBV_WC_WITH_INV) ? wc[i].invalidated_rkey : 0;
 		out[i].wc_flags = wc[i].wc_flags;
 		out[i].vendor_err = wc[i].vendor_err;
-		out[i].recv = recv;
 	}
-	return got;
+	return got < 0 ? -EIO : got;
 }
 
-int rd_poll(struct ibv_cq *scq, struct ibv_cq *rcq, struct rd_wc *out, int n)
+int rd_arm(struct ibv_cq *cq)
 {
-	int got = 0;
-	while (got < n) {
-		int s = poll_one(scq, out + got, n - got, 0);
-		if (s < 0)
-			return got ? got : -EIO;
-		got += s;
-		int r = got < n ? poll_one(rcq, out + got, n - got, 1) : 0;
-		if (r < 0)
-			return got ? got : -EIO;
-		got += r;
-		if (s == 0 && r == 0)
-			break;
-	}
-	return got;
-}
-
-int rd_arm(struct ibv_cq *scq, struct ibv_cq *rcq)
-{
-	int r = ibv_req_notify_cq(scq, 0);
-	if (!r)
-		r = ibv_req_notify_cq(rcq, 0);
+	int r = ibv_req_notify_cq(cq, 0);
 	return r > 0 ? -r : r;
 }
 
-int rd_get_cq_events(struct ibv_comp_channel *ch)
+int rd_get_cq_event(struct ibv_comp_channel *ch)
 {
-	int n = 0;
-	for (;;) {
-		struct ibv_cq *cq;
-		void *ctx;
-		errno = 0;
-		if (fn_ibv_get_cq_event(ch, &cq, &ctx)) {
-			if (n)
-				return n;
-			return neg_errno();
-		}
-		fn_ibv_ack_cq_events(cq, 1);
-		n++;
-	}
+	struct ibv_cq *cq;
+	void *ctx;
+	errno = 0;
+	if (fn_ibv_get_cq_event(ch, &cq, &ctx))
+		return neg_errno();
+	fn_ibv_ack_cq_events(cq, 1);
+	return 1;
 }
 
 const char *rd_wc_status_str(int status)

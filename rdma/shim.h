@@ -51,7 +51,6 @@ struct rd_wc {
 	uint32_t invalidated_rkey;
 	uint32_t wc_flags;
 	uint32_t vendor_err;
-	uint32_t recv; // 1 when taken from the receive CQ
 	uint32_t pad;
 };
 
@@ -111,16 +110,16 @@ int rd_dereg_mr(struct ibv_mr *mr);
 
 // Data path. rd_post_send and rd_post_recv post n requests as one chain
 // and return 0 or -errno with *bad set to the index of the first request
-// not posted. rd_poll polls the send CQ, then the receive CQ, into out.
+// not posted. rd_poll takes up to n completions of the connection's one CQ.
 int rd_post_send(struct rdma_cm_id *id, const struct rd_send *reqs, int n,
 		 const struct ibv_sge *sges, struct ibv_send_wr *wrs, int *bad);
 int rd_post_recv(struct rdma_cm_id *id, const uint64_t *ids, int n, const struct ibv_sge *sges,
 		 struct ibv_recv_wr *wrs, int *bad);
-int rd_poll(struct ibv_cq *scq, struct ibv_cq *rcq, struct rd_wc *out, int n);
-int rd_arm(struct ibv_cq *scq, struct ibv_cq *rcq);
-// rd_get_cq_events takes and acks every pending completion event; it returns
-// how many it took, or -errno (-EAGAIN when none was pending).
-int rd_get_cq_events(struct ibv_comp_channel *ch);
+int rd_poll(struct ibv_cq *cq, struct rd_wc *out, int n);
+int rd_arm(struct ibv_cq *cq);
+// rd_get_cq_event takes and acks one completion event (one CQ, armed once:
+// at most one is pending); it returns 1, or -errno (-EAGAIN when none was).
+int rd_get_cq_event(struct ibv_comp_channel *ch);
 
 const char *rd_wc_status_str(int status);
 

@@ -35,3 +35,9 @@ type RecvWR struct {
 // drainID is the work-request ID of the marker Close and Disconnect post
 // to learn that the send queue is flushed. Callers must not use it.
 const drainID = ^uint64(0)
+
+// recvIDBit marks a receive's work-request ID on the verbs side: send and
+// receive completions share one CQ, and a flushed completion's opcode is
+// undefined, so the ID tells them apart. Receive IDs must be below
+// recvIDBit-1 (recvIDBit-1 would become drainID).
+const recvIDBit = uint64(1) << 63

@@ -44,6 +44,10 @@ type Conn struct {
 	drainHeld    chan struct{}     // closed when a Poll waits under holdDrain
 	holdSends    bool              // SEND completions are kept back (HoldSendCompletions)
 	heldSends    []rdma.Completion // kept back, in order
+	inSQ         int               // SENDs posted whose send queue entry is not retired
+	maxInSQ      int
+	sends        int // SENDs posted
+	signaled     int // of which signaled
 
 	target *Target
 	work   chan func()
@@ -212,10 +216,21 @@ func (c *Conn) PostSend(wrs []rdma.SendWR) error {
 			}
 			msg = append(msg, b...)
 		}
-		if c.holdSends {
+		// As a device does: an unsignaled SEND has no completion; its
+		// send queue entry is retired by the next signaled one's.
+		c.inSQ++
+		c.maxInSQ = max(c.maxInSQ, c.inSQ)
+		c.sends++
+		if wr.Signaled {
+			c.signaled++
+		}
+		switch {
+		case !wr.Signaled:
+		case c.holdSends:
 			c.heldSends = append(c.heldSends, rdma.Completion{ID: wr.ID, Op: rdma.OpSend})
-		} else {
+		default:
 			c.complete(rdma.Completion{ID: wr.ID, Op: rdma.OpSend})
+			c.inSQ = 0
 		}
 		c.work <- func() { c.target.handle(msg) }
 	}
@@ -305,12 +320,21 @@ func (c *Conn) HoldSendCompletions() {
 	c.mu.Unlock()
 }
 
-// HeldSendCompletions is how many SENDs are posted and not completed
-// under HoldSendCompletions: the send queue entries they occupy.
-func (c *Conn) HeldSendCompletions() int {
+// Sends is how many SENDs the initiator posted, and how many of them
+// asked for a completion.
+func (c *Conn) Sends() (posted, signaled int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.heldSends)
+	return c.sends, c.signaled
+}
+
+// SendQueueUse is how many send queue entries the initiator's SENDs
+// occupy now (posted, not retired by a signaled completion delivered), and
+// at most so far.
+func (c *Conn) SendQueueUse() (now, most int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inSQ, c.maxInSQ
 }
 
 // ReleaseSendCompletions completes the SENDs held back, in order, and
@@ -321,6 +345,9 @@ func (c *Conn) ReleaseSendCompletions() {
 	c.holdSends = false
 	for _, wc := range c.heldSends {
 		c.complete(wc)
+	}
+	if len(c.heldSends) > 0 {
+		c.inSQ = 0 // the last one retires every entry before it
 	}
 	c.heldSends = nil
 }
