@@ -74,13 +74,7 @@ type fastPathDriver struct {
 }
 
 func newFastPathDriver(tb testing.TB, qd int) *fastPathDriver {
-	cfg := initiator.NexusConfig{
-		Portals: []string{"fake-iser:3260"},
-		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
-			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
-			ISID: initiator.ISIDFromName("fastpath")}, NOPInterval: -1, QueueDepth: qd},
-		ReplacementTimeout: 10 * time.Second,
-	}
+	cfg := fakeISERNexusConfig("fastpath", qd)
 	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
 		dm, err := initiator.NewISERDatamover(isertest.NewConn(1<<15), qd)
 		if err != nil {

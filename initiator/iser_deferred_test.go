@@ -25,6 +25,21 @@ func (c *chainIO) start() {
 	}
 }
 
+// wait waits up to d for total commands to have ended, failing on the
+// first error, and returns how many did.
+func (c *chainIO) wait(t *testing.T, total int32, d time.Duration) int32 {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for c.ended.Load() < total && time.Now().Before(deadline) {
+		select {
+		case err := <-c.errs:
+			t.Fatal(err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return c.ended.Load()
+}
+
 func (c *chainIO) CommandDone(_ initiator.Tag, _ *initiator.Result, err error) {
 	if err != nil {
 		c.errs <- err
@@ -67,15 +82,7 @@ func TestISERSendsWaitForSendQueueWithoutBlockingCompletions(t *testing.T) {
 		t.Fatalf("all %d commands ended with the send queue full", n)
 	}
 	fc.ReleaseSendCompletions()
-	deadline = time.Now().Add(10 * time.Second)
-	for c.ended.Load() < total && time.Now().Before(deadline) {
-		select {
-		case err := <-c.errs:
-			t.Fatal(err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if n := c.ended.Load(); n != total {
+	if n := c.wait(t, total, 10*time.Second); n != total {
 		t.Fatalf("%d of %d commands ended after the send completions came", n, total)
 	}
 	if err := s.Err(); err != nil {
@@ -96,15 +103,7 @@ func TestISERSignalsFewSends(t *testing.T) {
 	for i := 0; i < depth; i++ {
 		go c.start()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for c.ended.Load() < total && time.Now().Before(deadline) {
-		select {
-		case err := <-c.errs:
-			t.Fatal(err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if n := c.ended.Load(); n != total {
+	if n := c.wait(t, total, 20*time.Second); n != total {
 		t.Fatalf("%d of %d commands ended", n, total)
 	}
 	posted, signaled := fc.Sends()

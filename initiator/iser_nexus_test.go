@@ -21,14 +21,7 @@ func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
 	var mu sync.Mutex
 	var conns []*isertest.Conn
 	var disk []byte
-	cfg := initiator.NexusConfig{
-		Portals: []string{"fake-iser:3260"},
-		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
-			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
-			ISID: initiator.ISIDFromName("vol")}, NOPInterval: -1, QueueDepth: depth},
-		ReplacementTimeout: 10 * time.Second,
-		MinBackoff:         5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-	}
+	cfg := fakeISERNexusConfig("vol", depth)
 	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
 		fc := isertest.NewConn(blocks)
 		mu.Lock()
@@ -144,14 +137,7 @@ func testCommandBetweenFailures(t *testing.T, submit bool) {
 	var mu sync.Mutex
 	var conns []*isertest.Conn
 	var disk []byte
-	cfg := initiator.NexusConfig{
-		Portals: []string{"fake-iser:3260"},
-		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
-			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
-			ISID: initiator.ISIDFromName("vol")}, NOPInterval: -1, QueueDepth: depth},
-		ReplacementTimeout: 10 * time.Second,
-		MinBackoff:         5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-	}
+	cfg := fakeISERNexusConfig("vol", depth)
 	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
 		fc := isertest.NewConn(blocks)
 		mu.Lock()
@@ -221,5 +207,19 @@ func testCommandBetweenFailures(t *testing.T, submit bool) {
 	mu.Unlock()
 	if last == first || !bytes.Equal(last.Target().Disk()[8*512:16*512], w) {
 		t.Fatal("the write did not reach the target through the next session")
+	}
+}
+
+// fakeISERNexusConfig is the configuration of a Nexus over isertest
+// connections (the caller sets their SetNexusConnect): quick backoff, no
+// keepalive.
+func fakeISERNexusConfig(volume string, depth int) initiator.NexusConfig {
+	return initiator.NexusConfig{
+		Portals: []string{"fake-iser:3260"},
+		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:fake",
+			ISID: initiator.ISIDFromName(volume)}, NOPInterval: -1, QueueDepth: depth},
+		ReplacementTimeout: 10 * time.Second,
+		MinBackoff:         5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	}
 }
