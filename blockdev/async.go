@@ -37,3 +37,18 @@ func Split(p []byte, off int64, max int, f func(p []byte, off int64) error) erro
 	}
 	return nil
 }
+
+// Batcher is a backend that can hold back what the requests a frontend
+// starts in one pass would post to the transport, and post it all at once
+// when the pass ends: one doorbell (on soft-RoCE, one system call) for the
+// batch instead of one per request. BeginBatch and EndBatch are called in
+// pairs on the same goroutine, which must not block in between; EndBatch
+// gets what BeginBatch returned.
+type Batcher interface {
+	BeginBatch() Batch
+	EndBatch(Batch)
+}
+
+// Batch is what a Batcher needs to end a batch; the zero Batch ends
+// nothing.
+type Batch struct{ Held any }

@@ -121,6 +121,7 @@ type ISERDatamover struct {
 	spareWRs    []rdma.SendWR        // pending's other buffer, while Kick posts
 	overflow    []deferredSend       // waiting for a send slot, in CmdSN order
 	posting     bool                 // a Kick is posting
+	plugs       int                  // Plugs not yet Unplugged: Kick holds back
 	params      Params
 	ffp         bool
 	closed      bool
@@ -451,7 +452,7 @@ func (d *ISERDatamover) retireLocked(i int) {
 // commands share a post.
 func (d *ISERDatamover) Kick() error {
 	d.mu.Lock()
-	if d.posting {
+	if d.posting || d.plugs > 0 {
 		d.mu.Unlock()
 		return nil
 	}
@@ -474,6 +475,25 @@ func (d *ISERDatamover) Kick() error {
 		_ = d.conn.Disconnect()
 	}
 	return err
+}
+
+// Plug implements plugger: until the matching Unplug, Kick leaves what is
+// queued for that Unplug to post.
+func (d *ISERDatamover) Plug() {
+	d.mu.Lock()
+	d.plugs++
+	d.mu.Unlock()
+}
+
+// Unplug implements plugger: the last one posts what was held back.
+func (d *ISERDatamover) Unplug() {
+	d.mu.Lock()
+	d.plugs--
+	post := d.plugs == 0 && len(d.pending) > 0
+	d.mu.Unlock()
+	if post {
+		_ = d.Kick() // a failure fails the connection, and so the session
+	}
 }
 
 // registered finds the region from RegisterIOBuffers b lies in and b's

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
@@ -51,10 +52,11 @@ type Executor interface {
 // LUN is a logical unit on a session, used as a block device. It
 // implements the nbd.Backend interface and is safe for concurrent use.
 type LUN struct {
-	s    Executor
-	sub  Submitter // s, when it can start commands with a callback
-	lun  scsi.LUN
-	info LUNInfo
+	s       Executor
+	sub     Submitter        // s, when it can start commands with a callback
+	batcher blockdev.Batcher // s, when it batches posts
+	lun     scsi.LUN
+	info    LUNInfo
 	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
 	retries int
 	ws      writeSameState
@@ -66,6 +68,7 @@ type LUN struct {
 func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	l := &LUN{s: s, retries: 8}
 	l.sub, _ = s.(Submitter)
+	l.batcher, _ = s.(blockdev.Batcher)
 	enc, err := scsi.EncodeLUN(n)
 	if err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)

@@ -92,6 +92,7 @@ type Session struct {
 	borrowed bool
 	// The datamover's optional capabilities, looked up once.
 	kicker   kicker
+	plugger  plugger
 	preparer CommandPreparer
 	cfg      SessionConfig
 	params   Params
@@ -142,6 +143,14 @@ type Session struct {
 // sends it when kicked after the lock is released (iSER batches posts).
 type kicker interface{ Kick() error }
 
+// plugger is a kicker whose kicks can be held back for a batch: between
+// Plug and the matching Unplug a Kick posts nothing; the last Unplug
+// posts what was queued.
+type plugger interface {
+	Plug()
+	Unplug()
+}
+
 // NewSession logs in over dm and starts the full feature phase. On error dm
 // is closed.
 func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session, error) {
@@ -187,6 +196,7 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 		s.maxCmdSN = s.expCmdSN // a nonsense window; wait for the next update
 	}
 	s.kicker, _ = dm.(kicker)
+	s.plugger, _ = dm.(plugger)
 	s.preparer, _ = dm.(CommandPreparer)
 	if ir, ok := dm.(InlineReceiver); ok {
 		s.borrowed = true

@@ -42,7 +42,8 @@ type queue struct {
 	depth   int
 	charFd  int
 	b       Backend
-	async   blockdev.Async  // nil: b's blocking calls on goroutines
+	async   blockdev.Async // nil: b's blocking calls on goroutines
+	batcher blockdev.Batcher
 	ctx     context.Context // for blocking backend calls
 	st      *stats
 	maxXfer int
@@ -126,6 +127,7 @@ func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*que
 	if a, ok := b.(blockdev.Async); ok {
 		q.async = a
 	}
+	q.batcher, _ = b.(blockdev.Batcher)
 	return q, nil
 }
 
@@ -242,6 +244,11 @@ func (q *queue) run() {
 			q.quit.Store(true)
 			return // backend calls in flight finish on their own (idle)
 		}
+		// The reads and writes started in this pass are posted together.
+		var batch blockdev.Batch
+		if q.batcher != nil {
+			batch = q.batcher.BeginBatch()
+		}
 		for {
 			e, ok := r.peek()
 			if !ok {
@@ -285,6 +292,9 @@ func (q *queue) run() {
 			default:
 				q.fail(fmt.Errorf("ublk queue %d tag %d: %w", q.id, tag, syscall.Errno(-e.Res)))
 			}
+		}
+		if q.batcher != nil {
+			q.batcher.EndBatch(batch)
 		}
 	}
 }

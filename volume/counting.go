@@ -35,6 +35,7 @@ type Counting struct {
 	Backend
 	io    metrics.IO
 	async blockdev.Async // Backend's own, or nil
+	batch blockdev.Batcher
 
 	mu       sync.Mutex
 	lastOps  uint64
@@ -53,6 +54,7 @@ type Counting struct {
 func NewCounting(b Backend) *Counting {
 	c := &Counting{Backend: b, lastTime: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	c.async, _ = b.(blockdev.Async)
+	c.batch, _ = b.(blockdev.Batcher)
 	go c.sample()
 	return c
 }

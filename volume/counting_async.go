@@ -54,6 +54,21 @@ func (c *Counting) StartWrite(p []byte, off int64, fua bool, done blockdev.Done,
 	a.StartWrite(p, off, fua, c.begin(metrics.OpWrite, len(p), off, done), tag)
 }
 
+// BeginBatch implements blockdev.Batcher for a backend that batches.
+func (c *Counting) BeginBatch() blockdev.Batch {
+	if c.batch == nil {
+		return blockdev.Batch{}
+	}
+	return c.batch.BeginBatch()
+}
+
+// EndBatch implements blockdev.Batcher.
+func (c *Counting) EndBatch(b blockdev.Batch) {
+	if c.batch != nil {
+		c.batch.EndBatch(b)
+	}
+}
+
 func (c *Counting) begin(op metrics.Op, n int, off int64, done blockdev.Done) *countedIO {
 	x := countedIOs.Get()
 	x.c, x.op, x.n, x.off, x.done = c, op, n, off, done

@@ -47,6 +47,7 @@ type Conn struct {
 	inSQ         int               // SENDs posted whose send queue entry is not retired
 	maxInSQ      int
 	sends        int // SENDs posted
+	posts        int // PostSend calls
 	signaled     int // of which signaled
 
 	target *Target
@@ -202,6 +203,7 @@ func (c *Conn) PostSend(wrs []rdma.SendWR) error {
 	if c.disconnected || c.closed {
 		return rdma.ErrClosed
 	}
+	c.posts++
 	for _, wr := range wrs {
 		if wr.Op != rdma.OpSend {
 			c.violate("initiator posted opcode %v", wr.Op)
@@ -326,6 +328,14 @@ func (c *Conn) Sends() (posted, signaled int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sends, c.signaled
+}
+
+// Posts is how many times the initiator posted to the send queue (each
+// a doorbell on a real device).
+func (c *Conn) Posts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.posts
 }
 
 // SendQueueUse is how many send queue entries the initiator's SENDs
