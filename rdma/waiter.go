@@ -23,6 +23,12 @@ const (
 // from any goroutine, close only after wait has returned for good.
 type waiter struct {
 	epfd, evfd int
+	// watched is the context whose end wakes wait (through unwatch's
+	// AfterFunc), kept from one wait to the next: a poller waits with the
+	// same context every time, and registering it once saves an
+	// allocation per wait. Guarded by the caller (Conn.pollMu).
+	watched context.Context
+	unwatch func() bool
 }
 
 func newWaiter() (*waiter, error) {
@@ -67,8 +73,12 @@ func (w *waiter) wait(ctx context.Context) (uint32, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	stop := context.AfterFunc(ctx, w.wake)
-	defer stop()
+	if ctx != w.watched {
+		if w.unwatch != nil {
+			w.unwatch()
+		}
+		w.watched, w.unwatch = ctx, context.AfterFunc(ctx, w.wake)
+	}
 	var evs [4]syscall.EpollEvent
 	for {
 		n, err := syscall.EpollWait(w.epfd, evs[:], -1)
@@ -91,6 +101,9 @@ func (w *waiter) wait(ctx context.Context) (uint32, error) {
 }
 
 func (w *waiter) close() {
+	if w.unwatch != nil {
+		w.unwatch()
+	}
 	syscall.Close(w.evfd)
 	syscall.Close(w.epfd)
 }
