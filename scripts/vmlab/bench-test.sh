@@ -89,11 +89,14 @@ check "proc_cpu_ticks parses past the ')' in the name: $t, want $want" test $((w
 check "proc_cpu_ticks of no process fails" test "$(lib 'proc_cpu_ticks 999999999 || echo failed' 2>/dev/null)" = failed
 check "size_bytes" test "$(lib 'echo $(size_bytes 4k) $(size_bytes 1M) $(size_bytes 256K) $(size_bytes 512)')" = "4096 1048576 262144 512"
 
+# The busy loop's idle CPU: most of a CPU (a share, not a timing: more than 1 % of it).
+idle=$(lib 'daemon_idle_cpu "$1" 1' "$BPID")
+check "daemon_idle_cpu of a busy loop: $idle" test "$(echo "$idle" | awk -F= '$1 == "idle_cpu_pct" && $2 > 1 { print "ok" }')" = ok
 # The memory row of a live process.
-lib 'daemon_mem_row mem-ini "$1" queue_depth=128' "$BPID" >"$T/out" 2>&1
+lib 'daemon_mem_row mem-ini "$1" queue_depth=128 "$2"' "$BPID" "$idle" >"$T/out" 2>&1
 check "daemon_mem_row: exit 0: $(cat "$T/out")" test $? = 0
-check "memory row fields" test "$(rows '.[] | select(.kind == "memory") | [.workload, .queue_depth, (.locked_kib | type), (.pinned_kib | type), .rss_kib > 0, .hwm_kib >= .rss_kib] | map(tostring) | join(" ")')" = \
-	"daemon-memory 128 number number true true"
+check "memory row fields" test "$(rows '.[] | select(.kind == "memory") | [.workload, .queue_depth, (.locked_kib | type), (.pinned_kib | type), .rss_kib > 0, .hwm_kib >= .rss_kib, (.idle_cpu_pct | type)] | map(tostring) | join(" ")')" = \
+	"daemon-memory 128 number number true true number"
 
 # fio's nbd engine on a qemu-nbd export, two jobs: two connections.
 qemu-nbd -t -f raw -k "$T/nbd.sock" -e 4 "$T/disk.img" &
@@ -131,7 +134,7 @@ check "table: the failed row" grep -qE '^bad +err-ini +failed: .*nbd_connect_uri
 check "table: the QD1 latency section" \
 	test "$(sed -n '/^4k-randread-qd1: mean latency/,/^$/p' "$T/table" | awk '$1 == "ublk-ini" { print $2, $3 }')" = "5000 2.00x"
 check "table: the memory section" \
-	test "$(sed -n '/^daemon memory/,$p' "$T/table" | awk '$1 == "mem-ini" { print $2 }')" = 128
+	test "$(sed -n '/^daemons after their runs/,$p' "$T/table" | awk '$1 == "mem-ini" { print $2, ($7 > 1) }')" = "128 1"
 check "table: memory rows stay out of the workload table" not grep -q '^daemon-memory' "$T/table"
 
 report bench-test

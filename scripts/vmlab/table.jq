@@ -5,7 +5,7 @@
 #    kernel-iser for the same workload.
 # 2. for each QD1 workload (name ending in "qd1"): every initiator's mean latency and its ratio
 #    to kernel-iser's (lower is better).
-# 3. the daemons' memory after their runs (rows of kind "memory"), in KiB.
+# 3. the daemons after their runs (rows of kind "memory"): memory in KiB, CPU share when idle.
 def pad($n): tostring | if length >= $n then . else . + (" " * ($n - length)) end;
 def lpad($n): tostring | if length >= $n then . else (" " * ($n - length)) + . end;
 def firsts: reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end);
@@ -38,7 +38,7 @@ def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widt
    | "", "\($w): mean latency (lat_us), against kernel-iser (lower is better)",
      ($lr[] | "  " + line([.initiator, (.lat_us | num), ratio(.lat_us; $base.lat_us)]; [-22, 8, 8]))),
   (select($mem | length > 0)
-   | "", "daemon memory after its runs, KiB (VmPin: pinned, e.g. RDMA-registered buffers)",
-     line(["initiator", "queue_depth", "VmLck", "VmPin", "VmRSS", "VmHWM"]; [-22, 11, 8, 8, 8, 8]),
+   | "", "daemons after their runs: memory in KiB (VmPin: pinned, RDMA-registered), CPU share when idle",
+     line(["initiator", "queue_depth", "VmLck", "VmPin", "VmRSS", "VmHWM", "idle_cpu%"]; [-22, 11, 8, 8, 8, 8, 9]),
      ($mem[] | line([.initiator, (.queue_depth // "-"), (.locked_kib // "-"), (.pinned_kib // "-"),
-                     (.rss_kib // "-"), (.hwm_kib // "-")]; [-22, 11, 8, 8, 8, 8])))
+                     (.rss_kib // "-"), (.hwm_kib // "-"), (.idle_cpu_pct | num)]; [-22, 11, 8, 8, 8, 8, 9])))

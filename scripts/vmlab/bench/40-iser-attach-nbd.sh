@@ -2,7 +2,8 @@
 # iser-attach serve over iSER and over iSCSI/TCP to the same kind of LIO ramdisk LUN as the
 # kernel baselines; fio's nbd engine drives the NBD export with the workloads of
 # VMLAB_WORKLOADS (2 jobs: 2 NBD connections). Each row carries serve's CPU time per I/O; after
-# the runs, a row with serve's memory (queue depth 128).
+# the runs, a row with serve's memory (queue depth 128) and its
+# CPU share while idle.
 # vmlab-timeout: 600
 . "$VMLAB_LIB"
 set -eu
@@ -27,7 +28,8 @@ for tr in iser tcp; do
 		echo "FAIL step fio-nbd-$tr: a workload failed (its row in bench.jsonl says why)" >&2
 		rc=1
 	}
-	step "memory-$tr" daemon_mem_row "iser-attach-serve-$tr" "$pid" queue_depth="$qd"
+	idle=$(daemon_idle_cpu "$pid") || fail "step idle-cpu-$tr: no CPU time for pid $pid"
+	step "memory-$tr" daemon_mem_row "iser-attach-serve-$tr" "$pid" queue_depth="$qd" "$idle"
 	kill -TERM $pid
 	step "serve-$tr-exit" wait $pid
 done

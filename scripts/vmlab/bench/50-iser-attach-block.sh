@@ -1,7 +1,8 @@
 #!/bin/sh
 # iser-attach as a block device over iSER: fio (libaio, O_DIRECT) on /dev/ublkbN and /dev/nbdN
 # against the same kind of LIO ramdisk LUN as the kernel's ib_iser baseline in this run. Each
-# row carries the daemon's CPU time per I/O; after the runs, a row with its memory. Both attach
+# row carries the daemon's CPU time per I/O; after the runs, a row with its memory and its CPU share
+# while idle. Both attach
 # with --queue-depth 128 (the ublk queue then has 128 tags too).
 # vmlab-timeout: 600
 . "$VMLAB_LIB"
@@ -26,7 +27,8 @@ for fe in ublk nbd; do
 		echo "FAIL step fio-$fe: a workload failed (its row in bench.jsonl says why)" >&2
 		rc=1
 	}
-	step "memory-$fe" daemon_mem_row "iser-attach-$fe-iser" "$pid" queue_depth="$qd" frontend="$fe"
+	idle=$(daemon_idle_cpu "$pid") || fail "step idle-cpu-$fe: no CPU time for pid $pid"
+	step "memory-$fe" daemon_mem_row "iser-attach-$fe-iser" "$pid" queue_depth="$qd" frontend="$fe" "$idle"
 	step "detach-$fe" ia detach "bench-$fe"
 done
 exit $rc

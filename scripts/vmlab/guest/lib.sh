@@ -48,6 +48,7 @@
 #   proc_cpu_ticks PID         utime + stime of process PID (all threads), clock ticks
 #   cpu_meter_start PID, cpu_meter_end PID BS FIO.json   PID's CPU time per I/O between them
 #                              -> "cpu_us_per_io=... cpu_s=... cpu_ios=... cpu_ios_from=..."
+#   daemon_idle_cpu PID [SECONDS]   PID's CPU share without I/O -> "idle_cpu_pct=N"
 #   daemon_mem_row INITIATOR PID [KEY=VALUE...]   PID's VmLck/VmPin/VmRSS/VmHWM -> a memory row
 #   vol_pid NAME               the pid of the daemon serving attached volume NAME
 #   bench_table [FILE]         the side-by-side table (ratios against kernel-iser)
@@ -697,6 +698,17 @@ cpu_meter_end() {
 	}
 	awk -v t="$((_cm_t1 - _cm_t0))" -v hz="$(getconf CLK_TCK)" -v n="$_cm_ios" -v f="$_cm_from" \
 		'BEGIN { printf "cpu_us_per_io=%.1f cpu_s=%.2f cpu_ios=%d cpu_ios_from=%s\n", t / hz * 1e6 / n, t / hz, n, f }'
+}
+
+# daemon_idle_cpu PID [SECONDS]: the share of one CPU process PID uses over SECONDS (default 3)
+# while nothing does I/O, in percent, as "idle_cpu_pct=N": the part of cpu_us_per_io that
+# is not the I/O's own cost (timers, keepalives, samplers), which QD1 rows show most.
+daemon_idle_cpu() {
+	_di_t0=$(proc_cpu_ticks "$1") || return 1
+	sleep "${2:-3}"
+	_di_t1=$(proc_cpu_ticks "$1") || return 1
+	awk -v t="$((_di_t1 - _di_t0))" -v hz="$(getconf CLK_TCK)" -v s="${2:-3}" \
+		'BEGIN { printf "idle_cpu_pct=%.1f\n", t / hz / s * 100 }'
 }
 
 # daemon_mem_row INITIATOR PID [KEY=VALUE...]: process PID's memory now, from /proc/PID/status,
