@@ -1,9 +1,8 @@
 #!/bin/sh
 # iser-attach serve over iSER and over iSCSI/TCP to the same kind of LIO ramdisk LUN as the
 # kernel baselines; fio's nbd engine drives the NBD export with the workloads of
-# VMLAB_WORKLOADS (2 jobs: 2 NBD connections). Each row carries serve's CPU time per I/O; after
-# the runs, a row with serve's memory (queue depth 128) and its
-# CPU share while idle.
+# VMLAB_WORKLOADS (2 jobs: 2 NBD connections). Each row carries serve's CPU time per I/O;
+# after the runs, a row with serve's memory (queue depth 128) and its CPU share while idle.
 # vmlab-timeout: 600
 . "$VMLAB_LIB"
 set -eu

@@ -1,9 +1,8 @@
 #!/bin/sh
 # iser-attach as a block device over iSER: fio (libaio, O_DIRECT) on /dev/ublkbN and /dev/nbdN
 # against the same kind of LIO ramdisk LUN as the kernel's ib_iser baseline in this run. Each
-# row carries the daemon's CPU time per I/O; after the runs, a row with its memory and its CPU share
-# while idle. Both attach
-# with --queue-depth 128 (the ublk queue then has 128 tags too).
+# row carries the daemon's CPU time per I/O; after the runs, a row with its memory and its CPU
+# share while idle. Both attach with --queue-depth 128 (the ublk queue then has 128 tags too).
 # vmlab-timeout: 600
 . "$VMLAB_LIB"
 set -eu
