@@ -93,11 +93,13 @@ install: build
 uninstall:
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" scripts/install.sh uninstall
 
-# Host tests of the shell tools (seconds, no root needed): iser-fstab, install.sh, deps.sh.
+# Host tests of the shell tools (seconds, no root needed): iser-fstab, install.sh, deps.sh,
+# the vmlab bench helpers and table.
 script-tests:
 	scripts/iser-fstab-test.sh
 	scripts/install-test.sh
 	scripts/deps-test.sh
+	scripts/vmlab/bench-test.sh
 
 # The Debian package, offline from the tree (scripts/deb/build.sh): a hardened (PIE, full
 # RELRO), stripped cgo build, its man page and completions, the units, udev rule, maintainer

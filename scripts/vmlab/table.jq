@@ -1,22 +1,44 @@
 # table.jq: print vmlab bench rows (JSON Lines, slurped with jq -s) side by side.
-# Rows: workload x initiator (every initiator seen in the file, "-" when it has no figure);
-# the last column is the IOPS ratio against kernel-iser for the same workload.
+# 1. workload x initiator (every initiator seen in the file, "-" where it has no figure; a
+#    failed workload shows its error), a blank line between workloads; cpu_us/io is the
+#    serving process's CPU time per I/O (iser-attach rows), vs_kiser the IOPS ratio against
+#    kernel-iser for the same workload.
+# 2. for each QD1 workload (name ending in "qd1"): every initiator's mean latency and its ratio
+#    to kernel-iser's (lower is better).
+# 3. the daemons after their runs (rows of kind "memory"): memory in KiB, CPU share when idle.
 def pad($n): tostring | if length >= $n then . else . + (" " * ($n - length)) end;
 def lpad($n): tostring | if length >= $n then . else (" " * ($n - length)) + . end;
 def firsts: reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end);
 def fix2: (. * 100 | round) as $c | "\($c / 100 | floor).\($c % 100 | tostring | if length < 2 then "0" + . else . end)";
 def num: if . == null then "-" elif . >= 100 then (round | tostring) else ((. * 10 | round) / 10 | tostring) end;
-. as $rows
+def ratio($a; $b): if $a != null and $b != null and $b > 0 then ($a / $b | fix2) + "x" else "-" end;
+def row($w): map(select(.workload == $w));
+# line(CELLS; WIDTHS): the cells padded to their widths (negative: left-aligned), space-separated.
+def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widths[$k] < 0 then pad(-$widths[$k]) else lpad($widths[$k]) end] | join(" ") | sub(" +$"; "");
+[-22, -22, 8, 7, 8, 8, 9, 8] as $wd
+| [.[] | select(.kind != "memory")] as $rows
+| [.[] | select(.kind == "memory")] as $mem
 | ([$rows[] | .workload] | firsts) as $wls
 | ([$rows[] | .initiator] | firsts) as $inis
-| (["workload" | pad(20)] + ["initiator" | pad(22)] + (["IOPS", "MB/s", "lat_us", "p99_us", "vs_kiser"] | map(lpad(9))) | join(" ")),
-  ($wls[] as $w
-   | ($rows | map(select(.workload == $w and .initiator == "kernel-iser")) | first // null) as $base
-   | $inis[] as $i
-   | ($rows | map(select(.workload == $w and .initiator == $i))) as $mine
-   | if ($mine | length) == 0 then [{initiator: $i}] else $mine end
-   | .[]
-   | [($w | pad(20)), ($i | pad(22)),
-      (.iops | num | lpad(9)), (.mbps | num | lpad(9)), (.lat_us | num | lpad(9)), (.p99_us | num | lpad(9)),
-      ((if $base != null and $base.iops > 0 and .iops != null then (.iops / $base.iops | fix2) + "x" else "-" end) | lpad(9))]
-   | join(" "))
+| line(["workload", "initiator", "IOPS", "MB/s", "lat_us", "p99_us", "cpu_us/io", "vs_kiser"]; $wd),
+  (range($wls | length) as $k | $wls[$k] as $w
+   | ($rows | row($w) | map(select(.initiator == "kernel-iser" and .error == null)) | first // null) as $base
+   | (if $k > 0 then "" else empty end),
+     ($inis[] as $i
+      | ($rows | row($w) | map(select(.initiator == $i))) as $mine
+      | (if ($mine | length) == 0 then [{initiator: $i}] else $mine end)[]
+      | if .error != null then line([$w, $i, "failed: \(.error)"]; [-22, -22, 0])
+        else line([$w, $i, (.iops | num), (.mbps | num), (.lat_us | num), (.p99_us | num), (.cpu_us_per_io | num),
+                   ratio(.iops; $base.iops)]; $wd)
+        end)),
+  ($wls[] | select(test("qd1$")) as $w
+   | ($rows | row($w) | map(select(.error == null and .lat_us != null))) as $lr
+   | ($lr | map(select(.initiator == "kernel-iser")) | first // null) as $base
+   | select($lr | length > 0)
+   | "", "\($w): mean latency (lat_us), against kernel-iser (lower is better)",
+     ($lr[] | "  " + line([.initiator, (.lat_us | num), ratio(.lat_us; $base.lat_us)]; [-22, 8, 8]))),
+  (select($mem | length > 0)
+   | "", "daemons after their runs: memory in KiB (VmPin: pinned, RDMA-registered), CPU share when idle",
+     line(["initiator", "queue_depth", "VmLck", "VmPin", "VmRSS", "VmHWM", "idle_cpu%"]; [-22, 11, 8, 8, 8, 8, 9]),
+     ($mem[] | line([.initiator, (.queue_depth // "-"), (.locked_kib // "-"), (.pinned_kib // "-"),
+                     (.rss_kib // "-"), (.hwm_kib // "-"), (.idle_cpu_pct | num)]; [-22, 11, 8, 8, 8, 8, 9])))

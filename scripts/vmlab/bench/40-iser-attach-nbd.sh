@@ -1,36 +1,35 @@
 #!/bin/sh
 # iser-attach serve over iSER and over iSCSI/TCP to the same kind of LIO ramdisk LUN as the
-# kernel baselines; fio's nbd engine drives the NBD export with the four workloads.
+# kernel baselines; fio's nbd engine drives the NBD export with the workloads of
+# VMLAB_WORKLOADS (2 jobs: 2 NBD connections). Each row carries serve's CPU time per I/O;
+# after the runs, a row with serve's memory (queue depth 128) and its CPU share while idle.
+# vmlab-timeout: 600
 . "$VMLAB_LIB"
 set -eu
 
 sock=/tmp/ia-bench.sock
 name=iqn.2026-11.io.iser-attach:bench
+qd=128
+rc=0
 step rxe-up rxe_up
 step lio-target lio_target "$VMLAB_IQN" rd:256
-
-# bench_nbd INITIATOR: the four workloads through the running export.
-bench_nbd() {
-	for _w in $VMLAB_WORKLOADS; do
-		IFS=: read -r _wn _rw _bs _qd <<EOF2
-$_w
-EOF2
-		_out=$VMLAB_RESULTS/fio-$1-$_wn.json
-		fio --name=vmlab --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --output-format=json \
-			--output="$_out" --rw="$_rw" --bs="$_bs" --iodepth="$_qd" --size=256M \
-			--runtime="$VMLAB_FIO_SECONDS" --ramp_time=1 --time_based --numjobs=1 \
-			--randrepeat=0 --norandommap >/dev/null || return 1
-		fio_json_row "$1" "$_wn" "$_out" || return 1
-	done
-}
 
 for tr in iser tcp; do
 	rm -f "$sock"
 	iser-attach --initiator-name "$name" serve --transport "$tr" --portal "$VMLAB_ADDR:$LIO_PORT" \
-		--target "$VMLAB_IQN" --lun 0 --listen "unix:$sock" >"$VMLAB_RESULTS/serve-$tr.log" 2>&1 &
+		--target "$VMLAB_IQN" --lun 0 --queue-depth "$qd" --listen "unix:$sock" \
+		>"$VMLAB_RESULTS/serve-$tr.log" 2>&1 &
 	pid=$!
 	step "serve-$tr" wait_for 30 test -S "$sock"
-	step "fio-nbd-$tr" bench_nbd "iser-attach-serve-$tr"
+	# A failed workload leaves a row saying why; the other transport still runs.
+	echo "--- step fio-nbd-$tr: serve pid $pid" >&2
+	fio_baseline "nbd+unix:///?socket=$sock" "iser-attach-serve-$tr" "" "$pid" || {
+		echo "FAIL step fio-nbd-$tr: a workload failed (its row in bench.jsonl says why)" >&2
+		rc=1
+	}
+	idle=$(daemon_idle_cpu "$pid") || fail "step idle-cpu-$tr: no CPU time for pid $pid"
+	step "memory-$tr" daemon_mem_row "iser-attach-serve-$tr" "$pid" queue_depth="$qd" "$idle"
 	kill -TERM $pid
 	step "serve-$tr-exit" wait $pid
 done
+exit $rc

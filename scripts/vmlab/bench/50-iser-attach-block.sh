@@ -1,10 +1,15 @@
 #!/bin/sh
 # iser-attach as a block device over iSER: fio (libaio, O_DIRECT) on /dev/ublkbN and /dev/nbdN
-# against the same kind of LIO ramdisk LUN as the kernel's ib_iser baseline in this run.
+# against the same kind of LIO ramdisk LUN as the kernel's ib_iser baseline in this run. Each
+# row carries the daemon's CPU time per I/O; after the runs, a row with its memory and its CPU
+# share while idle. Both attach with --queue-depth 128 (the ublk queue then has 128 tags too).
+# vmlab-timeout: 600
 . "$VMLAB_LIB"
 set -eu
 
 ia() { iser-attach --initiator-name iqn.2026-11.io.iser-attach:bench --log-level warn "$@"; }
+qd=128
+rc=0
 step rxe-up rxe_up
 step ublk-load ublk_load
 step nbd-load nbd_load
@@ -12,8 +17,17 @@ step lio-target lio_target "$VMLAB_IQN" rd:256
 
 for fe in ublk nbd; do
 	dev=$(ia attach --daemon --frontend "$fe" --transport iser --portal "$VMLAB_ADDR:$LIO_PORT" \
-		--target "$VMLAB_IQN" --lun 0 --name "bench-$fe")
+		--target "$VMLAB_IQN" --lun 0 --queue-depth "$qd" --name "bench-$fe")
 	step "attach-$fe" test -b "$dev"
-	step "fio-$fe" fio_baseline "$dev" "iser-attach-$fe-dev-iser"
+	pid=$(vol_pid "bench-$fe") || fail "step daemon-pid-$fe: no daemon for volume bench-$fe"
+	echo "--- step fio-$fe: $dev, daemon pid $pid" >&2
+	# A failed workload leaves a row saying why; the other frontend still runs.
+	fio_baseline "$dev" "iser-attach-$fe-iser" "" "$pid" || {
+		echo "FAIL step fio-$fe: a workload failed (its row in bench.jsonl says why)" >&2
+		rc=1
+	}
+	idle=$(daemon_idle_cpu "$pid") || fail "step idle-cpu-$fe: no CPU time for pid $pid"
+	step "memory-$fe" daemon_mem_row "iser-attach-$fe-iser" "$pid" queue_depth="$qd" frontend="$fe" "$idle"
 	step "detach-$fe" ia detach "bench-$fe"
 done
+exit $rc

@@ -37,11 +37,20 @@
 #   nbd_load, ublk_load        load nbd / ublk_drv and wait for /dev/nbd0 / /dev/ublk-control
 # Data and benchmarks
 #   verify_rw DEV [MiB]        write random data with O_DIRECT, read back, compare sha256
-#   fio_run DEV OUT.json RW BS QD [SECONDS]          one fio job, JSON output
-#   fio_baseline DEV INITIATOR [SECONDS]            the baseline workloads -> bench rows
-#   fio_json_row INITIATOR WORKLOAD FIO.json        one bench row from fio's JSON
+#   fio_run DEV OUT.json RW BS QD [SECONDS] [JOBS]   one fio workload, JSON output; DEV a
+#                              block device (libaio, O_DIRECT) or an nbd:// / nbd+unix:// URI
+#                              (fio's nbd engine, one NBD connection per job)
+#   fio_baseline DEV INITIATOR [SECONDS] [PID]      the workloads of VMLAB_WORKLOADS -> bench
+#                              rows; with PID, each row also gets PID's CPU time per I/O
+#   fio_json_row INITIATOR WORKLOAD FIO.json [KEY=VALUE...]   one bench row from fio's JSON
 #   bench_row INITIATOR WORKLOAD IOPS MBPS [LAT_US] [KEY=VALUE...]
 #   iscsi_perf_row INITIATOR WORKLOAD URL BLOCKS QD [SECONDS]   libiscsi iscsi-perf -> row
+#   proc_cpu_ticks PID         utime + stime of process PID (all threads), clock ticks
+#   cpu_meter_start PID, cpu_meter_end PID BS FIO.json   PID's CPU time per I/O between them
+#                              -> "cpu_us_per_io=... cpu_s=... cpu_ios=... cpu_ios_from=..."
+#   daemon_idle_cpu PID [SECONDS]   PID's CPU share without I/O -> "idle_cpu_pct=N"
+#   daemon_mem_row INITIATOR PID [KEY=VALUE...]   PID's VmLck/VmPin/VmRSS/VmHWM -> a memory row
+#   vol_pid NAME               the pid of the daemon serving attached volume NAME
 #   bench_table [FILE]         the side-by-side table (ratios against kernel-iser)
 # Runner (used by init.sh)
 #   vmlab_reset, vmlab_run_dir DIR
@@ -492,50 +501,100 @@ verify_rw() {
 	echo "verify_rw: $_dev $_mib MiB sha256 $_a ok"
 }
 
-# fio_run DEV OUT.json RW BS QD [SECONDS]
+# fio_run DEV OUT.json RW BS QD [SECONDS] [JOBS]: JOBS fio jobs (default 1) of RW at BS and QD
+# each, reported as one (--group_reporting: jobs[0] holds their sum). DEV nbd://... or
+# nbd+unix://... runs fio's nbd engine (libnbd; every job opens its own NBD connection) on the
+# first 256 MiB; anything else is a block device, libaio with O_DIRECT. fio's stderr goes to
+# OUT.json.err.
 fio_run() {
-	fio --name=vmlab --filename="$1" --output-format=json --output="$2" --rw="$3" --bs="$4" \
-		--iodepth="$5" --runtime="${6:-$VMLAB_FIO_SECONDS}" --ramp_time=1 --time_based \
-		--direct=1 --ioengine=libaio --numjobs=1 --group_reporting --randrepeat=0 \
-		--norandommap >/dev/null || {
-		echo "fio_run: fio $3 $4 QD$5 on $1 failed" >&2
+	case $1 in
+	nbd://* | nbd+unix://*) _fr_e=--ioengine=nbd _fr_f=--uri=$1 _fr_o=--size=256M ;;
+	*) _fr_e=--ioengine=libaio _fr_f=--filename=$1 _fr_o=--direct=1 ;;
+	esac
+	fio --name=vmlab "$_fr_e" "$_fr_f" "$_fr_o" --output-format=json --output="$2" --rw="$3" \
+		--bs="$4" --iodepth="$5" --runtime="${6:-$VMLAB_FIO_SECONDS}" --ramp_time=1 --time_based \
+		--numjobs="${7:-1}" --group_reporting --randrepeat=0 --norandommap >/dev/null 2>"$2.err" || {
+		echo "fio_run: fio $3 $4 QD$5 x${7:-1} on $1 failed:" >&2
+		tail -n 5 "$2.err" >&2
 		return 1
 	}
 }
 
-# The baseline workloads (name:rw:bs:qd): the four of the brief, plus 256k-seqread-qd8, the
-# largest sequential read libiscsi's iSER path can do, so its row has a kernel counterpart.
-VMLAB_WORKLOADS="4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 1m-seqread-qd8:read:1M:8 1m-seqwrite-qd8:write:1M:8 256k-seqread-qd8:read:256k:8"
+# The workloads, name:rw:bs:qd[:jobs] (jobs: fio's numjobs, default 1), each compared with the
+# kernel's ib_iser: 4k random read and write at QD32, 4k random read at QD1 (its mean latency
+# is the figure), 4k random read at QD32 in two jobs (over NBD: two connections), 1M sequential
+# read and write at QD8; and 256k-seqread-qd8, the largest sequential read libiscsi's iSER path
+# can do, so its row has a kernel counterpart. Set VMLAB_WORKLOADS on the host for another list.
+: "${VMLAB_WORKLOADS:=4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 4k-randread-qd1:randread:4k:1 4k-randread-qd32-2jobs:randread:4k:32:2 1m-seqread-qd8:read:1M:8 1m-seqwrite-qd8:write:1M:8 256k-seqread-qd8:read:256k:8}"
 
+# fio_baseline DEV INITIATOR [SECONDS] [PID]: every workload of VMLAB_WORKLOADS on DEV (see
+# fio_run), one row each. With PID (the iser-attach process serving DEV) each row also gets
+# PID's CPU time per I/O (cpu_meter_start/cpu_meter_end). A workload fio fails leaves a row
+# with the error and the others still run; nonzero when one failed.
 fio_baseline() {
-	_dev=$1
-	_ini=$2
-	_sec=${3:-$VMLAB_FIO_SECONDS}
-	_dir=${VMLAB_RESULTS:-/tmp}
-	for _w in $VMLAB_WORKLOADS; do
-		IFS=: read -r _wn _rw _bs _qd <<EOF
-$_w
+	_fb_dev=$1 _fb_ini=$2 _fb_sec=${3:-$VMLAB_FIO_SECONDS} _fb_pid=${4:-} _fb_rc=0
+	_fb_dir=${VMLAB_RESULTS:-/tmp}
+	for _fb_w in $VMLAB_WORKLOADS; do
+		IFS=: read -r _fb_wn _fb_rw _fb_bs _fb_qd _fb_jobs <<EOF
+$_fb_w
 EOF
-		fio_run "$_dev" "$_dir/fio-$_ini-$_wn.json" "$_rw" "$_bs" "$_qd" "$_sec" || return 1
-		fio_json_row "$_ini" "$_wn" "$_dir/fio-$_ini-$_wn.json" || return 1
+		_fb_jobs=${_fb_jobs:-1}
+		_fb_out=$_fb_dir/fio-$_fb_ini-$_fb_wn.json
+		[ -z "$_fb_pid" ] || cpu_meter_start "$_fb_pid" || return 1
+		if ! fio_run "$_fb_dev" "$_fb_out" "$_fb_rw" "$_fb_bs" "$_fb_qd" "$_fb_sec" "$_fb_jobs"; then
+			bench_error_row "$_fb_ini" "$_fb_wn" "$(grep . "$_fb_out.err" | head -n 3 | paste -sd " ")"
+			_fb_rc=1
+			continue
+		fi
+		_fb_cpu=
+		if [ -n "$_fb_pid" ]; then
+			_fb_cpu=$(cpu_meter_end "$_fb_pid" "$_fb_bs" "$_fb_out") || return 1
+		fi
+		# shellcheck disable=SC2086 # _fb_cpu is KEY=VALUE words
+		fio_json_row "$_fb_ini" "$_fb_wn" "$_fb_out" jobs="$_fb_jobs" $_fb_cpu || return 1
 	done
+	return $_fb_rc
 }
 
+# jq: KEY=VALUE arguments ($ARGS.positional) as an object, numbers as numbers.
+_BENCH_KV='def kv: map(split("=") | {key: .[0], value: (.[1:] | join("=") | (tonumber? // .))}) | from_entries;'
+
+# _bench_append ROW: one row to $VMLAB_BENCH_JSON, echoed to the log.
+_bench_append() {
+	mkdir -p "$(dirname "$VMLAB_BENCH_JSON")"
+	echo "$1" >>"$VMLAB_BENCH_JSON"
+	echo "bench: $1"
+}
+
+# fio_json FIO.json: fio's JSON without anything an engine logged before it.
+fio_json() {
+	sed -n '/^{/,$p' "$1"
+}
+
+# fio_json_row INITIATOR WORKLOAD FIO.json [KEY=VALUE...]: the row of one fio result: IOPS,
+# MB/s, mean and p99 completion latency of the workload's direction (write when WORKLOAD says
+# so), over all jobs (--group_reporting), its I/O count (ios) and runtime, plus KEY=VALUE.
 fio_json_row() {
-	case $2 in *write*) _fdir=write ;; *) _fdir=read ;; esac
-	_row=$(jq -c --arg i "$1" --arg w "$2" --arg d "$_fdir" '
+	_fj_i=$1 _fj_w=$2 _fj_f=$3
+	shift 3
+	case $_fj_w in *write*) _fdir=write ;; *) _fdir=read ;; esac
+	_row=$(fio_json "$_fj_f" | jq -c --arg i "$_fj_i" --arg w "$_fj_w" --arg d "$_fdir" "$_BENCH_KV"'
 		.jobs[0][$d] as $j
 		| {initiator: $i, workload: $w, iops: ($j.iops * 10 | round / 10),
 		   mbps: ($j.bw_bytes / 1e5 | round / 10), lat_us: ($j.clat_ns.mean / 100 | round / 10),
 		   p99_us: (($j.clat_ns.percentile["99.000000"] // 0) / 1000 | round),
-		   runtime_s: (.jobs[0].job_runtime / 1000), tool: "fio"}
-		| if .iops > 0 then . else error("zero IOPS") end' "$3") || {
-		echo "fio_json_row: no $_fdir result in $3" >&2
+		   ios: $j.total_ios, runtime_s: ($j.runtime / 1000), tool: "fio"}
+		+ ($ARGS.positional | kv)
+		| if .iops > 0 then . else error("zero IOPS") end' --args "$@") || {
+		echo "fio_json_row: no $_fdir result in $_fj_f" >&2
 		return 1
 	}
-	mkdir -p "$(dirname "$VMLAB_BENCH_JSON")"
-	echo "$_row" >>"$VMLAB_BENCH_JSON"
-	echo "bench: $_row"
+	_bench_append "$_row"
+}
+
+# bench_error_row INITIATOR WORKLOAD MSG: a row saying the workload failed, and why.
+bench_error_row() {
+	_bench_append "$(jq -cn --arg i "$1" --arg w "$2" --arg e "$3" '{initiator: $i, workload: $w, error: $e}')"
 }
 
 bench_row() {
@@ -547,22 +606,22 @@ bench_row() {
 		shift
 		;;
 	esac
-	_row=$(jq -cn --arg i "$_bi" --arg w "$_bw" --arg iops "$_iops" --arg mbps "$_mbps" --arg lat "$_lat" \
-		'{initiator: $i, workload: $w, iops: ($iops | tonumber), mbps: ($mbps | tonumber)}
+	_row=$(jq -cn --arg i "$_bi" --arg w "$_bw" --arg iops "$_iops" --arg mbps "$_mbps" --arg lat "$_lat" "$_BENCH_KV"'
+		{initiator: $i, workload: $w, iops: ($iops | tonumber), mbps: ($mbps | tonumber)}
 		 + (if $lat == "" then {} else {lat_us: ($lat | tonumber)} end)
-		 + ($ARGS.positional | map(split("=") | {key: .[0], value: (.[1:] | join("=") | (tonumber? // .))}) | from_entries)' \
+		 + ($ARGS.positional | kv)' \
 		--args "$@") || {
 		echo "bench_row: bad row $_bi $_bw $_iops $_mbps $*" >&2
 		return 1
 	}
-	mkdir -p "$(dirname "$VMLAB_BENCH_JSON")"
-	echo "$_row" >>"$VMLAB_BENCH_JSON"
-	echo "bench: $_row"
+	_bench_append "$_row"
 }
 
 # iscsi_perf_row INITIATOR WORKLOAD URL BLOCKS QD [SECONDS]: libiscsi's iscsi-perf reads
-# (random when WORKLOAD contains "rand") -> one bench row. libiscsi 1.19's iSER path fails
-# commands above 256 KiB, so keep BLOCKS x block size <= 256 KiB.
+# (random when WORKLOAD contains "rand") -> one bench row. iscsi-perf reports IOPS only; the
+# row's lat_us is QD / IOPS (Little's law: the mean latency while QD commands are always in
+# flight; lat_from says so). libiscsi 1.19's iSER path fails commands above 256 KiB, so keep
+# BLOCKS x block size <= 256 KiB.
 iscsi_perf_row() {
 	_pi=$1 _pw=$2 _purl=$3 _pb=$4 _pq=$5 _ps=${6:-$VMLAB_FIO_SECONDS}
 	_pr=
@@ -582,7 +641,109 @@ iscsi_perf_row() {
 		return 1
 	}
 	bench_row "$_pi" "$_pw" "$_piops" "$(echo "$_piops $_pb $_pbs" | awk '{ printf "%.1f", $1 * $2 * $3 / 1e6 }')" \
+		"$(echo "$_pq $_piops" | awk '{ printf "%.1f", $1 * 1e6 / $2 }')" lat_from=qd/iops \
 		runtime_s="$_ps" tool=iscsi-perf xfer_bytes=$((_pb * _pbs))
+}
+
+# size_bytes SIZE: fio's 4k, 256k, 1M (binary units) or a plain number, in bytes.
+size_bytes() {
+	case $1 in
+	*[kK]) echo $((${1%?} * 1024)) ;;
+	*[mM]) echo $((${1%?} * 1048576)) ;;
+	*) echo $(($1)) ;;
+	esac
+}
+
+# proc_cpu_ticks PID: utime + stime of process PID, all its threads, in clock ticks (fields 14
+# and 15 of /proc/PID/stat, counted past the ")" that ends the command name).
+proc_cpu_ticks() {
+	_pct=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) && [ -n "$_pct" ] || {
+		echo "proc_cpu_ticks: no process $1" >&2
+		return 1
+	}
+	echo "$_pct" | awk '{ print $12 + $13 }'
+}
+
+# daemon_io_bytes PID: bytes read plus written so far by the iser-attach process PID (attach or
+# serve), from its own counters (iser-attach list --json).
+daemon_io_bytes() {
+	timeout 10 iser-attach list --json 2>/dev/null |
+		jq -e --argjson p "$1" '[.[] | select(.pid == $p)][0].counters | .read_bytes + .write_bytes'
+}
+
+# cpu_meter_start PID, then cpu_meter_end PID BS FIO.json: the CPU time process PID used in
+# between per I/O of BS bytes: "cpu_us_per_io=N cpu_s=N cpu_ios=N cpu_ios_from=daemon|fio".
+# The I/O count is PID's own byte counters over the same interval divided by BS, so the I/O of
+# fio's ramp counts as the CPU it cost does, and a request the kernel split counts once; the
+# counters are read outside the interval. A process iser-attach list does not show falls back
+# to fio's count (cpu_ios_from=fio), which leaves the ramp out: that figure is too high by up
+# to ramp / runtime.
+cpu_meter_start() {
+	_cm_b0=$(daemon_io_bytes "$1") || _cm_b0=
+	_cm_t0=$(proc_cpu_ticks "$1")
+}
+
+cpu_meter_end() {
+	_cm_t1=$(proc_cpu_ticks "$1") || return 1
+	_cm_b1=
+	[ -z "$_cm_b0" ] || _cm_b1=$(daemon_io_bytes "$1") || _cm_b1=
+	if [ -n "$_cm_b1" ]; then
+		_cm_ios=$(((_cm_b1 - _cm_b0) / $(size_bytes "$2"))) _cm_from=daemon
+	else
+		_cm_ios=$(fio_json "$3" | jq '.jobs[0] | .read.total_ios + .write.total_ios') _cm_from=fio
+	fi
+	[ "${_cm_ios:-0}" -gt 0 ] || {
+		echo "cpu_meter_end: no I/O counted for process $1" >&2
+		return 1
+	}
+	awk -v t="$((_cm_t1 - _cm_t0))" -v hz="$(getconf CLK_TCK)" -v n="$_cm_ios" -v f="$_cm_from" \
+		'BEGIN { printf "cpu_us_per_io=%.1f cpu_s=%.2f cpu_ios=%d cpu_ios_from=%s\n", t / hz * 1e6 / n, t / hz, n, f }'
+}
+
+# daemon_idle_cpu PID [SECONDS]: the share of one CPU process PID uses over SECONDS (default 3)
+# while nothing does I/O, in percent, as "idle_cpu_pct=N": the part of cpu_us_per_io that
+# is not the I/O's own cost (timers, keepalives, samplers), which QD1 rows show most.
+daemon_idle_cpu() {
+	_di_t0=$(proc_cpu_ticks "$1") || return 1
+	sleep "${2:-3}"
+	_di_t1=$(proc_cpu_ticks "$1") || return 1
+	awk -v t="$((_di_t1 - _di_t0))" -v hz="$(getconf CLK_TCK)" -v s="${2:-3}" \
+		'BEGIN { printf "idle_cpu_pct=%.1f\n", t / hz / s * 100 }'
+}
+
+# daemon_mem_row INITIATOR PID [KEY=VALUE...]: process PID's memory now, from /proc/PID/status,
+# in KiB: VmLck (mlock'ed; locked_kib), VmPin (pinned, as RDMA-registered buffers are, charged
+# to RLIMIT_MEMLOCK too; pinned_kib), VmRSS (resident; rss_kib), VmHWM (peak resident;
+# hwm_kib) -> a row with workload "daemon-memory" and kind "memory", plus KEY=VALUE.
+daemon_mem_row() {
+	_dm_i=$1 _dm_p=$2
+	shift 2
+	_dm_kv=$(awk '$1 ~ /^Vm(Lck|Pin|RSS|HWM):$/ { print $1 $2 }' "/proc/$_dm_p/status" 2>/dev/null)
+	[ -n "$_dm_kv" ] || {
+		echo "daemon_mem_row: no process $_dm_p" >&2
+		return 1
+	}
+	_row=$(echo "$_dm_kv" | jq -R -s -c --arg i "$_dm_i" --argjson pid "$_dm_p" "$_BENCH_KV"'
+		(split("\n") | map(select(. != "") | split(":") | {key: .[0], value: (.[1] | tonumber)})
+		 | from_entries) as $m
+		| {initiator: $i, workload: "daemon-memory", kind: "memory", pid: $pid,
+		   locked_kib: $m.VmLck, pinned_kib: $m.VmPin, rss_kib: $m.VmRSS, hwm_kib: $m.VmHWM}
+		+ ($ARGS.positional | kv)' --args "$@") || {
+		echo "daemon_mem_row: bad row for $_dm_i: $_dm_kv" >&2
+		return 1
+	}
+	_bench_append "$_row"
+}
+
+# vol_pid NAME: the pid of the process serving attached volume NAME: the first field of its
+# attach lock file (volume/lock.go: "PID DEVICE"), checked to be a live iser-attach.
+vol_pid() {
+	_vp=$(cut -d' ' -f1 "/run/iser-attach/$1.lock" 2>/dev/null)
+	[ -n "$_vp" ] && [ "$(cat "/proc/$_vp/comm" 2>/dev/null)" = iser-attach ] || {
+		echo "vol_pid: no live iser-attach holds /run/iser-attach/$1.lock" >&2
+		return 1
+	}
+	echo "$_vp"
 }
 
 bench_table() {
