@@ -51,3 +51,27 @@ func TestSessionBatchPostsOnce(t *testing.T) {
 	}
 	s.EndBatch(blockdev.Batch{}) // a zero batch ends nothing
 }
+
+// Two frontend loops' batches overlap on one session: the end of one
+// posts its commands without waiting for the other to end.
+func TestSessionBatchDoesNotWaitForAnotherBatch(t *testing.T) {
+	s, _, _ := iserSessionDepth(t, 4096, 16)
+	done := make(countDone, 1)
+	other := s.BeginBatch() // loop B's pass, still open
+	b := s.BeginBatch()     // loop A's
+	cmd := initiator.Command{CDB: rw16(0x88, 0, 8), Read: make([]byte, 4096)}
+	if err := s.Submit(&cmd, done, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.EndBatch(b)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		s.EndBatch(other)
+		t.Fatal("a read was held back until another loop's batch ended")
+	}
+	s.EndBatch(other)
+}

@@ -450,9 +450,13 @@ func (d *ISERDatamover) retireLocked(i int) {
 // one ibv_post_send each; the rest return at once. The session calls it
 // after queuing a command and releasing its own lock, so concurrent
 // commands share a post.
-func (d *ISERDatamover) Kick() error {
+func (d *ISERDatamover) Kick() error { return d.kick(false) }
+
+// kick posts what is queued; held back while a batch is open unless
+// unplugging (one batch's end posts, whatever other batches are open).
+func (d *ISERDatamover) kick(unplug bool) error {
 	d.mu.Lock()
-	if d.posting || d.plugs > 0 {
+	if d.posting || d.plugs > 0 && !unplug {
 		d.mu.Unlock()
 		return nil
 	}
@@ -485,14 +489,16 @@ func (d *ISERDatamover) Plug() {
 	d.mu.Unlock()
 }
 
-// Unplug implements plugger: the last one posts what was held back.
+// Unplug implements plugger: it posts what is queued, its own batch's and
+// whatever other open batches or the poller held back meanwhile, so that
+// one frontend loop's pass never waits for another's.
 func (d *ISERDatamover) Unplug() {
 	d.mu.Lock()
 	d.plugs--
-	post := d.plugs == 0 && len(d.pending) > 0
+	post := len(d.pending) > 0
 	d.mu.Unlock()
 	if post {
-		_ = d.Kick() // a failure fails the connection, and so the session
+		_ = d.kick(true) // a failure fails the connection, and so the session
 	}
 }
 

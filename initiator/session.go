@@ -143,9 +143,9 @@ type Session struct {
 // sends it when kicked after the lock is released (iSER batches posts).
 type kicker interface{ Kick() error }
 
-// plugger is a kicker whose kicks can be held back for a batch: between
-// Plug and the matching Unplug a Kick posts nothing; the last Unplug
-// posts what was queued.
+// plugger is a kicker whose kicks can be held back for a batch: while a
+// Plug has no matching Unplug a Kick posts nothing; every Unplug posts
+// what is queued.
 type plugger interface {
 	Plug()
 	Unplug()

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 )
 
@@ -29,6 +30,11 @@ type waiter struct {
 	// allocation per wait. Guarded by the caller (Conn.pollMu).
 	watched context.Context
 	unwatch func() bool
+	// wakeMu orders wake (which the watched context's AfterFunc may run
+	// on a goroutine of its own, late) against close: a wake after close
+	// writes nothing, not even into a descriptor that took evfd's number.
+	wakeMu sync.Mutex
+	closed bool
 }
 
 func newWaiter() (*waiter, error) {
@@ -63,7 +69,11 @@ func (w *waiter) add(fd int, tag uint32) error {
 func (w *waiter) wake() {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
-	syscall.Write(w.evfd, one[:])
+	w.wakeMu.Lock()
+	defer w.wakeMu.Unlock()
+	if !w.closed {
+		syscall.Write(w.evfd, one[:])
+	}
 }
 
 // wait blocks until a watched descriptor is readable, wake is called, or ctx
@@ -104,6 +114,9 @@ func (w *waiter) close() {
 	if w.unwatch != nil {
 		w.unwatch()
 	}
+	w.wakeMu.Lock()
+	w.closed = true
+	w.wakeMu.Unlock()
 	syscall.Close(w.evfd)
 	syscall.Close(w.epfd)
 }
