@@ -14,8 +14,9 @@ import "context"
 // A Backend that also implements blockdev.Async (initiator.LUN) gets READ
 // and WRITE through it: the connection's reader starts them, with no
 // worker goroutine, and the backend splits them at its own MaxTransfer.
-// Those are not cancelled when the server closes: it waits for their
-// IODone (a LUN ends every command within its command timeout).
+// Those cannot be cancelled: Shutdown waits for their IODone, Close
+// answers them ESHUTDOWN at once and lets their late IODone only give
+// the buffer back.
 type Backend interface {
 	// Size is the export size in bytes.
 	Size() int64

@@ -47,7 +47,13 @@ type conn struct {
 	replies chan reply
 	workers sync.WaitGroup // requests being executed
 	async   blockdev.Async // the export's, or nil: blocking calls on workers
-	jobs    chan job       // to idle workers
+	// Asynchronous requests in flight (transmission.go): asyncMu guards
+	// asyncs and abandoned, and orders IODone's reply against waitAsync.
+	asyncMu   sync.Mutex
+	asyncs    map[*asyncReq]struct{}
+	abandoned bool // waitAsync answered the rest: late IODones only release
+	asyncWG   sync.WaitGroup
+	jobs      chan job // to idle workers
 }
 
 // reply is one simple reply on its way to the writer.

@@ -31,8 +31,10 @@ func (c *conn) transmit() error {
 	rerr := c.readRequests()
 
 	// Shutdown order: the reader has stopped; let in-flight requests finish
-	// and queue their replies; then let the writer drain and flush.
+	// and queue their replies (asynchronous ones until a hard stop); then
+	// let the writer drain and flush.
 	c.workers.Wait()
+	c.waitAsync()
 	close(c.replies)
 	werr := <-writerDone
 	if rerr != nil {
@@ -129,11 +131,11 @@ func (c *conn) accept(req request) error {
 	} else if cost > 0 {
 		buf = getBuf(int(req.Length))
 	}
-	c.workers.Add(1)
 	if c.async != nil && cost > 0 {
 		c.startAsync(req, buf, cost)
 		return nil
 	}
+	c.workers.Add(1)
 	j := job{req: req, buf: buf, cost: cost}
 	select {
 	case c.jobs <- j: // an idle worker takes it
@@ -214,6 +216,13 @@ var asyncReqs freelist.List[asyncReq]
 func (c *conn) startAsync(req request, buf *[]byte, cost int64) {
 	x := asyncReqs.Get()
 	x.c, x.req, x.buf, x.cost = c, req, buf, cost
+	c.asyncMu.Lock()
+	if c.asyncs == nil {
+		c.asyncs = make(map[*asyncReq]struct{})
+	}
+	c.asyncs[x] = struct{}{}
+	c.asyncMu.Unlock()
+	c.asyncWG.Add(1)
 	if req.Type == cmdWrite {
 		c.async.StartWrite(*buf, int64(req.Offset), req.Flags&cmdFlagFUA != 0, x, 0)
 	} else {
@@ -225,6 +234,9 @@ func (c *conn) startAsync(req request, buf *[]byte, cost int64) {
 func (x *asyncReq) IODone(_ uint32, err error) {
 	c, req := x.c, x.req
 	r := reply{handle: req.Handle, buf: x.buf, cost: x.cost}
+	c.asyncMu.Lock()
+	delete(c.asyncs, x)
+	c.asyncMu.Unlock()
 	*x = asyncReq{}
 	asyncReqs.Put(x)
 	if err != nil {
@@ -239,8 +251,44 @@ func (x *asyncReq) IODone(_ uint32, err error) {
 	} else if req.Type == cmdRead {
 		r.data = *r.buf
 	}
-	c.replies <- r
-	c.workers.Done()
+	c.asyncMu.Lock()
+	answered := c.abandoned
+	if !answered {
+		c.replies <- r // never blocks: its budget slot is held
+	}
+	c.asyncMu.Unlock()
+	if answered {
+		// waitAsync answered it ESHUTDOWN when the server stopped: only
+		// the buffer and the server-wide bytes are left to give back.
+		putBuf(r.buf)
+		c.srv.bytes.release(r.cost)
+	}
+	c.asyncWG.Done()
+}
+
+// waitAsync waits for the asynchronous requests in flight to end, until
+// the connection's context ends (Close, or Serve's context): those still
+// running are then answered ESHUTDOWN at once, as a blocking backend call
+// whose context ended would be. A backend cannot take an asynchronous
+// request back (a LUN's ends within its command timeout, or when its
+// Nexus gives up), so its late IODone only releases its buffer.
+func (c *conn) waitAsync() {
+	idle := make(chan struct{})
+	go func() { // ends with the last IODone, possibly after the connection
+		c.asyncWG.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+		return
+	case <-c.ctx.Done():
+	}
+	c.asyncMu.Lock()
+	defer c.asyncMu.Unlock()
+	c.abandoned = true
+	for x := range c.asyncs {
+		c.replies <- reply{handle: x.req.Handle, errno: errShutdown}
+	}
 }
 
 // execute performs a checked request, splitting READ and WRITE into

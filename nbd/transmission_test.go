@@ -369,37 +369,96 @@ func TestCloseUnblocks(t *testing.T) {
 	}
 }
 
-// TestShutdownGraceful: Shutdown lets in-flight requests finish normally.
-func TestShutdownGraceful(t *testing.T) {
-	e, mem := memExport("g", nbdtest.Config{Size: testSize})
+// TestCloseAnswersAsyncRequests: a backend cannot take an asynchronous
+// request back, yet Close returns promptly: the request is answered
+// ESHUTDOWN, and its late end only gives its buffer back.
+func TestCloseAnswersAsyncRequests(t *testing.T) {
+	asyncBackends = true
+	defer func() { asyncBackends = false }()
+	e, mem := memExport("a", nbdtest.Config{Size: testSize})
 	ts := startServer(t, []Export{e}, Options{})
 	c := dialRaw(t, ts.sock)
-	c.goExport("g")
-	gate := make(chan struct{})
-	started := make(chan struct{}, 1)
-	mem.SetHook(func(ctx context.Context, _ nbdtest.Op, _, _ int64) error {
+	c.goExport("a")
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	ended := make(chan struct{}, 4)
+	mem.SetHook(func(context.Context, nbdtest.Op, int64, int64) error {
 		started <- struct{}{}
-		<-gate
+		<-release // not the context: an asynchronous request is not cancelled
+		ended <- struct{}{}
 		return nil
 	})
-	c.send(request{Type: cmdWrite, Handle: 9, Length: 512}, make([]byte, 512))
+	c.send(request{Type: cmdRead, Handle: 1, Length: 512}, nil)
+	c.send(request{Type: cmdWrite, Handle: 2, Length: 512}, make([]byte, 512))
 	<-started
-	res := make(chan error, 1)
-	go func() { res <- ts.Shutdown(context.Background()) }()
-	time.Sleep(50 * time.Millisecond)
+	<-started
+	done := make(chan struct{})
+	go func() {
+		ts.Close()
+		close(done)
+	}()
 	select {
-	case err := <-res:
-		t.Fatalf("Shutdown returned %v with a request in flight", err)
-	default:
+	case <-done:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Close waits for asynchronous requests the backend still runs")
 	}
-	close(gate)
-	if h, errno, _ := c.readReply(nil); h != 9 || errno != 0 {
-		t.Fatalf("in-flight write: handle %d errno %d", h, errno)
+	handles := map[uint64]bool{}
+	for range 2 {
+		h, errno, _ := c.readReply(map[uint64]int{1: 512})
+		if errno != errShutdown {
+			t.Errorf("reply to %d: errno %d, want ESHUTDOWN", h, errno)
+		}
+		handles[h] = true
 	}
-	if err := <-res; err != nil {
-		t.Fatalf("Shutdown: %v", err)
+	if !handles[1] || !handles[2] {
+		t.Errorf("replies for %v, want 1 and 2", handles)
 	}
 	c.expectClosed()
+	close(release) // the late ends must not send on the closed connection
+	for range 2 {
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatal("backend calls did not end")
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // their IODone runs after the hook returns
+}
+
+// TestShutdownGraceful: Shutdown lets in-flight requests finish normally.
+func TestShutdownGraceful(t *testing.T) {
+	bothPaths(t, func(t *testing.T) {
+		e, mem := memExport("g", nbdtest.Config{Size: testSize})
+		ts := startServer(t, []Export{e}, Options{})
+		c := dialRaw(t, ts.sock)
+		c.goExport("g")
+		gate := make(chan struct{})
+		started := make(chan struct{}, 1)
+		mem.SetHook(func(ctx context.Context, _ nbdtest.Op, _, _ int64) error {
+			started <- struct{}{}
+			<-gate
+			return nil
+		})
+		c.send(request{Type: cmdWrite, Handle: 9, Length: 512}, make([]byte, 512))
+		<-started
+		res := make(chan error, 1)
+		go func() { res <- ts.Shutdown(context.Background()) }()
+		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-res:
+			t.Fatalf("Shutdown returned %v with a request in flight", err)
+		default:
+		}
+		close(gate)
+		if h, errno, _ := c.readReply(nil); h != 9 || errno != 0 {
+			t.Fatalf("in-flight write: handle %d errno %d", h, errno)
+		}
+		if err := <-res; err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		c.expectClosed()
+	})
 }
 
 // TestShutdownTimeout: when ctx expires Shutdown falls back to Close.
