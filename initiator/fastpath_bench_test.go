@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
-	"github.com/iser-attach/iser-attach/initiator/isertest"
 	"github.com/iser-attach/iser-attach/volume"
 )
 
@@ -74,21 +73,9 @@ type fastPathDriver struct {
 }
 
 func newFastPathDriver(tb testing.TB, qd int) *fastPathDriver {
-	cfg := fakeISERNexusConfig("fastpath", qd)
-	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
-		dm, err := initiator.NewISERDatamover(isertest.NewConn(1<<15), qd)
-		if err != nil {
-			return nil, err
-		}
-		return initiator.NewSession(ctx, dm, sc)
-	})
+	nx, _ := dialFakeISERNexus(tb, "fastpath", qd, 1<<15)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nx, err := initiator.DialNexus(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { nx.Close() })
 	bufs, err := nx.IOBuffers(qd, 64<<10)
 	if err != nil {
 		tb.Fatal(err)

@@ -18,30 +18,7 @@ import (
 // I/O through the buffers works before and after a reconnect.
 func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
 	const depth, blocks = 32, 32 << 10 // 16 MiB disk
-	var mu sync.Mutex
-	var conns []*isertest.Conn
-	var disk []byte
-	cfg := fakeISERNexusConfig("vol", depth)
-	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
-		fc := isertest.NewConn(blocks)
-		mu.Lock()
-		if disk != nil {
-			copy(fc.Target().Disk(), disk) // the same LU behind every connection
-		}
-		disk = fc.Target().Disk()
-		conns = append(conns, fc)
-		mu.Unlock()
-		dm, err := initiator.NewISERDatamover(fc, depth)
-		if err != nil {
-			return nil, err
-		}
-		return initiator.NewSession(ctx, dm, sc)
-	})
-	nx, err := initiator.DialNexus(ctx5(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nx.Close() })
+	nx, fake := dialFakeISERNexus(t, "vol", depth, blocks)
 	bufs, err := nx.IOBuffers(depth, initiator.MaxTransfer)
 	if err != nil || len(bufs) != depth {
 		t.Fatalf("IOBuffers: %d, %v", len(bufs), err)
@@ -93,9 +70,7 @@ func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
 		}
 	}
 	roundTrips(1)
-	mu.Lock()
-	first := conns[0]
-	mu.Unlock()
+	first := fake.conn(0)
 	checkPinned(first)
 
 	first.Disconnect()
@@ -107,9 +82,7 @@ func TestNexusISERBuffersPinnedOncePerConnection(t *testing.T) {
 		t.Fatal("the nexus did not reinstate the session")
 	}
 	roundTrips(2)
-	mu.Lock()
-	second := conns[len(conns)-1]
-	mu.Unlock()
+	second := fake.conn(-1)
 	if second == first {
 		t.Fatal("no new connection")
 	}
@@ -134,33 +107,8 @@ func TestNexusISERCommandBetweenConnectionAndSessionFailure(t *testing.T) {
 
 func testCommandBetweenFailures(t *testing.T, submit bool) {
 	const depth, blocks = 8, 2048
-	var mu sync.Mutex
-	var conns []*isertest.Conn
-	var disk []byte
-	cfg := fakeISERNexusConfig("vol", depth)
-	initiator.SetNexusConnect(&cfg, func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
-		fc := isertest.NewConn(blocks)
-		mu.Lock()
-		if disk != nil {
-			copy(fc.Target().Disk(), disk)
-		}
-		disk = fc.Target().Disk()
-		conns = append(conns, fc)
-		mu.Unlock()
-		dm, err := initiator.NewISERDatamover(fc, depth)
-		if err != nil {
-			return nil, err
-		}
-		return initiator.NewSession(ctx, dm, sc)
-	})
-	nx, err := initiator.DialNexus(ctx5(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nx.Close() })
-	mu.Lock()
-	first := conns[0]
-	mu.Unlock()
+	nx, fake := dialFakeISERNexus(t, "vol", depth, blocks)
+	first := fake.conn(0)
 
 	held := first.HoldDrain()
 	first.Disconnect()
@@ -181,11 +129,7 @@ func testCommandBetweenFailures(t *testing.T, submit bool) {
 		if err := nx.Submit(c, o, 1); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case x = <-o:
-		case <-time.After(5 * time.Second):
-			t.Fatal("no CommandDone")
-		}
+		x = o.next(t)
 	} else {
 		res, err := nx.Do(ctx5(t), c)
 		x.err = err
@@ -202,17 +146,14 @@ func testCommandBetweenFailures(t *testing.T, submit bool) {
 	if nx.Status().Recoveries == 0 {
 		t.Fatal("no recovery, yet the write succeeded")
 	}
-	mu.Lock()
-	last := conns[len(conns)-1]
-	mu.Unlock()
+	last := fake.conn(-1)
 	if last == first || !bytes.Equal(last.Target().Disk()[8*512:16*512], w) {
 		t.Fatal("the write did not reach the target through the next session")
 	}
 }
 
 // fakeISERNexusConfig is the configuration of a Nexus over isertest
-// connections (the caller sets their SetNexusConnect): quick backoff, no
-// keepalive.
+// connections: quick backoff, no keepalive.
 func fakeISERNexusConfig(volume string, depth int) initiator.NexusConfig {
 	return initiator.NexusConfig{
 		Portals: []string{"fake-iser:3260"},
@@ -222,4 +163,57 @@ func fakeISERNexusConfig(volume string, depth int) initiator.NexusConfig {
 		ReplacementTimeout: 10 * time.Second,
 		MinBackoff:         5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	}
+}
+
+// fakeISERConns are the isertest connections a Nexus made, in order; every
+// one serves the same LU (the disk is copied over to the next).
+type fakeISERConns struct {
+	mu    sync.Mutex
+	conns []*isertest.Conn
+	disk  []byte
+}
+
+// conn returns connection i; negative counts from the last.
+func (f *fakeISERConns) conn(i int) *isertest.Conn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i < 0 {
+		i += len(f.conns)
+	}
+	return f.conns[i]
+}
+
+func (f *fakeISERConns) connect(blocks, depth int) func(context.Context, initiator.DialConfig, initiator.SessionConfig) (*initiator.Session, error) {
+	return func(ctx context.Context, _ initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
+		fc := isertest.NewConn(blocks)
+		f.mu.Lock()
+		if f.disk != nil {
+			copy(fc.Target().Disk(), f.disk) // the same LU behind every connection
+		}
+		f.disk = fc.Target().Disk()
+		f.conns = append(f.conns, fc)
+		f.mu.Unlock()
+		dm, err := initiator.NewISERDatamover(fc, depth)
+		if err != nil {
+			return nil, err
+		}
+		return initiator.NewSession(ctx, dm, sc)
+	}
+}
+
+// dialFakeISERNexus dials a Nexus for volume whose connections are
+// isertest ones with a disk of blocks 512-byte blocks; Close at cleanup.
+func dialFakeISERNexus(tb testing.TB, volume string, depth, blocks int) (*initiator.Nexus, *fakeISERConns) {
+	tb.Helper()
+	f := &fakeISERConns{}
+	cfg := fakeISERNexusConfig(volume, depth)
+	initiator.SetNexusConnect(&cfg, f.connect(blocks, depth))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nx, err := initiator.DialNexus(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { nx.Close() })
+	return nx, f
 }

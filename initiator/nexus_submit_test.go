@@ -18,6 +18,18 @@ type outcome struct {
 
 type outcomes chan outcome
 
+// next waits up to 5 s for the next CommandDone.
+func (o outcomes) next(t *testing.T) outcome {
+	t.Helper()
+	select {
+	case x := <-o:
+		return x
+	case <-time.After(5 * time.Second):
+		t.Fatal("no CommandDone")
+		return outcome{}
+	}
+}
+
 func (o outcomes) CommandDone(tag initiator.Tag, r *initiator.Result, err error) {
 	var x outcome
 	x.err = err
@@ -83,12 +95,7 @@ func TestNexusSubmitReplacementTimeoutIsEIO(t *testing.T) {
 	if err := nx.Submit(write10(make([]byte, 512)), o, 0); err != nil {
 		t.Fatal(err)
 	}
-	var x outcome
-	select {
-	case x = <-o:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no CommandDone")
-	}
+	x := o.next(t)
 	var en interface{ Errno() syscall.Errno }
 	if !errors.Is(x.err, initiator.ErrReplacementTimeout) || !errors.As(x.err, &en) || en.Errno() != syscall.EIO {
 		t.Fatalf("write with the target gone: %v, want the replacement timeout as EIO", x.err)

@@ -286,12 +286,7 @@ func TestSubmittedCommandTimesOutAndIsAborted(t *testing.T) {
 	if err := s.Submit(write10(make([]byte, 512)), o, 3); err != nil {
 		t.Fatal(err)
 	}
-	var x outcome
-	select {
-	case x = <-o:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no CommandDone")
-	}
+	x := o.next(t)
 	if !errors.Is(x.err, initiator.ErrCommandTimeout) || !errors.Is(x.err, initiator.ErrTaskAborted) {
 		t.Fatalf("CommandDone: %v; want a timeout ended by ABORT TASK", x.err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/internal/freelist"
 )
 
@@ -299,25 +300,19 @@ func (c *conn) execute(req request, buf *[]byte) error {
 	off := int64(req.Offset)
 	switch req.Type {
 	case cmdRead:
-		p := *buf
-		for len(p) > 0 {
-			n := min(len(p), int(c.geo.chunk))
-			if err := b.ReadAt(c.ctx, p[:n], off); err != nil {
-				return fmt.Errorf("read %d bytes at %d: %w", n, off, err)
+		return blockdev.Split(*buf, off, int(c.geo.chunk), func(p []byte, off int64) error {
+			if err := b.ReadAt(c.ctx, p, off); err != nil {
+				return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
 			}
-			p, off = p[n:], off+int64(n)
-		}
-		return nil
+			return nil
+		})
 	case cmdWrite:
-		p := *buf
-		for len(p) > 0 {
-			n := min(len(p), int(c.geo.chunk))
-			if err := b.WriteAt(c.ctx, p[:n], off, fua); err != nil {
-				return fmt.Errorf("write %d bytes at %d: %w", n, off, err)
+		return blockdev.Split(*buf, off, int(c.geo.chunk), func(p []byte, off int64) error {
+			if err := b.WriteAt(c.ctx, p, off, fua); err != nil {
+				return fmt.Errorf("write %d bytes at %d: %w", len(p), off, err)
 			}
-			p, off = p[n:], off+int64(n)
-		}
-		return nil
+			return nil
+		})
 	case cmdFlush:
 		if err := b.Flush(c.ctx); err != nil {
 			return fmt.Errorf("flush: %w", err)

@@ -275,22 +275,7 @@ func TestLabDetachRecover(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d2, err := Recover(ctx, id, m, DeviceOptions{})
-	if err != nil {
-		cmd.Process.Kill()
-		t.Fatalf("Recover: %v", err)
-	}
-	defer d2.Close()
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Fatalf("dd after recovery: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("dd still blocked after recovery")
-	}
-	got, _ := os.ReadFile(out)
+	d2, got := recoverUnder(ctx, t, id, m, cmd, waited, out)
 	if !bytes.Equal(got, m.snapshot(2<<20, 4<<20)) {
 		t.Fatal("data read through the recovered device differs")
 	}
@@ -428,12 +413,26 @@ func TestLabDetachAbandonsStuckCall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d2, err := Recover(ctx, id, b.memBackend, DeviceOptions{})
+	d2, got := recoverUnder(ctx, t, id, b.memBackend, cmd, waited, out)
+	if !bytes.Equal(got, b.snapshot(3<<16, 1<<16)) {
+		t.Fatal("the reissued read returned other data")
+	}
+	if err := d2.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// recoverUnder serves device id again with b (Recover) while cmd, a dd
+// that was blocked on the device with no server, waits; it returns the
+// recovered device (closed at cleanup) and what dd read into out.
+func recoverUnder(ctx context.Context, t *testing.T, id int, b Backend, cmd *exec.Cmd, waited <-chan error, out string) (*Device, []byte) {
+	t.Helper()
+	d, err := Recover(ctx, id, b, DeviceOptions{})
 	if err != nil {
 		cmd.Process.Kill()
 		t.Fatalf("Recover: %v", err)
 	}
-	defer d2.Close()
+	t.Cleanup(func() { d.Close() })
 	select {
 	case err := <-waited:
 		if err != nil {
@@ -444,10 +443,5 @@ func TestLabDetachAbandonsStuckCall(t *testing.T) {
 		t.Fatal("dd still blocked after recovery")
 	}
 	got, _ := os.ReadFile(out)
-	if !bytes.Equal(got, b.snapshot(3<<16, 1<<16)) {
-		t.Fatal("the reissued read returned other data")
-	}
-	if err := d2.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
+	return d, got
 }

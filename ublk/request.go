@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
 // errnoer is the optional interface of a backend error that picks its errno
@@ -86,21 +88,10 @@ func serve(ctx context.Context, b Backend, r request, maxXfer int, st *stats) in
 }
 
 func rw(ctx context.Context, b Backend, p []byte, off int64, write, fua bool, maxXfer int) error {
-	for len(p) > 0 {
-		n := len(p)
-		if maxXfer > 0 && n > maxXfer {
-			n = maxXfer
-		}
-		var err error
+	return blockdev.Split(p, off, maxXfer, func(p []byte, off int64) error {
 		if write {
-			err = b.WriteAt(ctx, p[:n], off, fua)
-		} else {
-			err = b.ReadAt(ctx, p[:n], off)
+			return b.WriteAt(ctx, p, off, fua)
 		}
-		if err != nil {
-			return err
-		}
-		p, off = p[n:], off+int64(n)
-	}
-	return nil
+		return b.ReadAt(ctx, p, off)
+	})
 }
