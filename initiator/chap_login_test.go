@@ -1,11 +1,14 @@
 package initiator_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
@@ -207,5 +210,47 @@ func TestCHAPLoginRefusesTargetUsingOurSecret(t *testing.T) {
 	_, _, err := loginTo(t, ct.handler, chapCreds(true))
 	if !errors.Is(err, initiator.ErrAuthFailed) || !strings.Contains(err.Error(), "our own CHAP secret") {
 		t.Fatalf("login: %v", err)
+	}
+}
+
+// TestConnectCHAPResponseUnanswered: a target that goes silent after our
+// CHAP response (LIO over iSER, refusing a secret, may drop the reject and
+// even the teardown) times out with an error that names the CHAP response
+// and its likely cause, still matching context.DeadlineExceeded.
+func TestConnectCHAPResponseUnanswered(t *testing.T) {
+	ct := &chapTarget{user: "alice", secret: "alicesecret12", chapI: "7", chapC: chapTestChallenge}
+	h := func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		kvs, _ := textkey.Parse(req.Data)
+		if v, _ := textkey.Get(kvs, "CHAP_R"); req.BHS.Opcode() == pdu.OpLoginReq && v != "" {
+			return nil
+		}
+		return ct.handler(tg, req)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			iscsitest.Serve(t, c, h)
+		}
+	}()
+	cfg := initiator.SessionConfig{LoginConfig: initiator.LoginConfig{InitiatorName: "iqn.2026-11.test:i", TargetName: "iqn.2026-11.test:t"}}
+	chapCreds(false)(&cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	addr := ln.Addr().String()
+	_, err = initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: addr}, cfg)
+	var te *initiator.LoginTimeoutError
+	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want a LoginTimeoutError", err)
+	}
+	want := "no answer to the CHAP response from " + addr + " within 500ms: the target may have refused the CHAP credentials"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if n, _ := ct.seen(); n != 0 {
+		t.Errorf("the handler saw %d CHAP responses, want 0 (silenced)", n)
 	}
 }

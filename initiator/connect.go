@@ -50,7 +50,7 @@ func connectOnce(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session
 	case err == nil:
 		return s, nil
 	case ctx.Err() == context.DeadlineExceeded:
-		err = &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(ctx, start)}
+		err = &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(ctx, start), AfterCHAP: errors.Is(err, errCHAPUnanswered)}
 	case errors.Is(err, ErrAuthFailed) && sc.CHAP == nil:
 		err = fmt.Errorf("%w; the target requires CHAP and no credentials were given: "+
 			"pass --chap-user and --chap-secret-file (chap_user and chap_secret_file in a volume file)", err)
@@ -65,11 +65,17 @@ type LoginTimeoutError struct {
 	Addr       string
 	Timeout    time.Duration
 	Connecting bool
+	// AfterCHAP is set when the response that never came was the answer
+	// to our CHAP response: most likely a refused secret.
+	AfterCHAP bool
 }
 
 func (e *LoginTimeoutError) Error() string {
 	if e.Connecting {
 		return fmt.Sprintf("no answer from %s within %s (connecting)", e.Addr, e.Timeout)
+	}
+	if e.AfterCHAP {
+		return fmt.Sprintf("no answer to the CHAP response from %s within %s: the target may have refused the CHAP credentials", e.Addr, e.Timeout)
 	}
 	return fmt.Sprintf("no login response from %s within %s", e.Addr, e.Timeout)
 }

@@ -135,10 +135,30 @@ func login(ctx context.Context, dm Datamover, cfg *LoginConfig) (*loginResult, e
 	defer stop()
 	res, err := runLogin(dm, cfg)
 	if err != nil && ctx.Err() != nil {
+		var cu *chapUnansweredError
+		if errors.As(err, &cu) {
+			return nil, fmt.Errorf("login: %w: %w", errCHAPUnanswered, ctx.Err())
+		}
 		return nil, fmt.Errorf("login: %w", ctx.Err())
 	}
 	return res, err
 }
+
+// errCHAPUnanswered marks a login whose time ran out while it waited for
+// the answer to its CHAP response. LIO over iSER refuses a wrong secret
+// by tearing the connection down, and its reject, even the teardown
+// itself, may never reach us: the likeliest cause is refused credentials.
+var errCHAPUnanswered = errors.New("no answer to the CHAP response")
+
+// chapUnansweredError is a connection lost right after the CHAP response:
+// a refused secret (see errCHAPUnanswered).
+type chapUnansweredError struct{ err error }
+
+func (e *chapUnansweredError) Error() string {
+	return fmt.Sprintf("login: %v: the target closed the connection after the CHAP response (%v)", ErrAuthFailed, e.err)
+}
+
+func (e *chapUnansweredError) Unwrap() []error { return []error{ErrAuthFailed, e.err} }
 
 type loginState struct {
 	dm        Datamover
@@ -336,7 +356,7 @@ func (st *loginState) security() error {
 	if err != nil && !errors.As(err, &le) {
 		// LIO over iSER may drop the connection before its reject reaches
 		// us: a connection lost right after CHAP_R is a refused secret.
-		return fmt.Errorf("login: %w: the target closed the connection after the CHAP response (%w)", ErrAuthFailed, err)
+		return &chapUnansweredError{err: err}
 	}
 	if err != nil {
 		return err
