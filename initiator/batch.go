@@ -2,9 +2,10 @@ package initiator
 
 import "github.com/iser-attach/iser-attach/blockdev"
 
-// This file holds batches (blockdev.Batcher): a frontend's loop starts
-// several commands in one pass and the datamover posts them with one
-// doorbell when the pass ends.
+// This file holds what a frontend's loop does with a whole session:
+// batches (blockdev.Batcher: several commands started in one pass, posted
+// with one doorbell when the pass ends) and reaping (blockdev.Reaping:
+// the loop takes the completion queue over).
 
 // BeginBatch implements blockdev.Batcher: the SENDs of the commands
 // started until EndBatch are posted together then (iSER), or as usual
@@ -53,4 +54,43 @@ func (l *LUN) EndBatch(b blockdev.Batch) {
 	if l.batcher != nil {
 		l.batcher.EndBatch(b)
 	}
+}
+
+// reapSource is a datamover whose completion queue a frontend's loop can
+// take over (blockdev.Reaping; the iSER datamover).
+type reapSource interface {
+	TakeReaper(revoked func()) (blockdev.Reaper, bool)
+}
+
+// Reaper implements blockdev.Reaping: the datamover's completion queue,
+// when it can be handed over and the session is up.
+func (s *Session) Reaper(revoked func()) (blockdev.Reaper, bool) {
+	if s.reaps == nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	failed := s.err != nil
+	s.mu.Unlock()
+	if failed {
+		return nil, false
+	}
+	return s.reaps.TakeReaper(revoked)
+}
+
+// Reaper implements blockdev.Reaping on the current session. A loop holds
+// that session's queue until it ends; then it asks again and gets the
+// next session's.
+func (n *Nexus) Reaper(revoked func()) (blockdev.Reaper, bool) {
+	if s := n.up.Load(); s != nil {
+		return s.Reaper(revoked)
+	}
+	return nil, false
+}
+
+// Reaper implements blockdev.Reaping over the LUN's Executor.
+func (l *LUN) Reaper(revoked func()) (blockdev.Reaper, bool) {
+	if l.reaping == nil {
+		return nil, false
+	}
+	return l.reaping.Reaper(revoked)
 }

@@ -130,6 +130,14 @@ type ISERDatamover struct {
 	memMu   sync.RWMutex // held (R) while copying from a bounce slot
 	memGone bool
 
+	// reaper is the loop that holds the CQ (iser_reap.go), nil while the
+	// poller does; pollCancel ends the poller's current Poll.
+	reaper     *iserReaper
+	pollCancel context.CancelFunc
+	reapConn   reapableConn  // conn, when it can be reaped by a loop
+	reapMu     sync.Mutex    // held while the CQ is polled and its completions run
+	unpark     chan struct{} // a parked poller resumes (Release)
+
 	pdus      chan *pdu.PDU
 	inline    atomic.Pointer[func(*pdu.PDU) error] // ReceiveInline's handler
 	stop      chan struct{}
@@ -179,8 +187,10 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		inSQ:      make([]int, queueDepth+iserControlSlots),
 		pdus:      make(chan *pdu.PDU, queueDepth+iserControlSlots),
 		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
+		unpark: make(chan struct{}, 1),
 		params: DefaultParams(),
 	}
+	d.reapConn, _ = conn.(reapableConn)
 	var err error
 	if d.ctrl, err = conn.RegisterMemory(d.nRecv*iserRecvBufLen + d.nSend*iserSendSlotLen); err != nil {
 		conn.Close()
@@ -720,6 +730,7 @@ func (d *ISERDatamover) ReceiveInline(h func(*pdu.PDU) error) {
 func (d *ISERDatamover) StartClose() {
 	d.mu.Lock()
 	d.closed = true
+	d.revokeLocked()
 	d.mu.Unlock()
 	d.stopOnce.Do(func() { close(d.stop) })
 }
@@ -731,40 +742,54 @@ func (d *ISERDatamover) fail(err error) {
 		d.err = err
 	}
 	d.closed = true
+	d.revokeLocked()
 	d.mu.Unlock()
 }
 
-// poller owns the completion queue until the connection drains or closes.
+// poller owns the completion queue until the connection drains or
+// closes, except while a loop reaps it (iser_reap.go): then it parks.
 func (d *ISERDatamover) poller() {
 	defer close(d.pollerOut)
 	defer close(d.pdus)
-	ctx, cancel := context.WithCancel(context.Background())
+	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
 		case <-d.stop:
 			cancel()
-		case <-ctx.Done():
+		case <-base.Done():
 		}
 	}()
 	wcs := make([]rdma.Completion, iserPollBatch)
+	var ctx context.Context
 	for {
-		n, err := d.conn.Poll(ctx, wcs)
-		if err != nil {
-			d.fail(fmt.Errorf("iser: connection: %w", err))
-			return
-		}
-		for _, wc := range wcs[:n] {
-			if err := d.complete(&wc); err != nil {
-				d.fail(err)
-				_ = d.conn.Disconnect() // flushes what is outstanding
-			}
-		}
 		select {
 		case <-d.stop:
 			return
 		default:
 		}
+		var polling bool
+		if ctx, polling = d.pollCtx(base, ctx); !polling {
+			select {
+			case <-d.unpark:
+			case <-d.stop:
+				return
+			}
+			continue
+		}
+		d.reapMu.Lock()
+		n, err := d.conn.Poll(ctx, wcs)
+		if err != nil && base.Err() == nil && ctx.Err() != nil {
+			d.reapMu.Unlock()
+			continue // a loop took the CQ over
+		}
+		if err != nil {
+			d.reapMu.Unlock()
+			d.fail(fmt.Errorf("iser: connection: %w", err))
+			return
+		}
+		d.completeAll(wcs[:n])
+		d.reapMu.Unlock()
 	}
 }
 
@@ -917,18 +942,22 @@ func rejectedCommand(p *pdu.PDU) (uint32, bool) {
 	return rb.ITT(), true
 }
 
-// Close implements Datamover. It stops the poller, then closes the RDMA
-// connection, which disconnects, drains every outstanding work request and
+// Close implements Datamover. It stops the poller, waits out a loop's
+// Reap, then closes the RDMA connection, which disconnects, drains every outstanding work request and
 // only then deregisters the memory; copies out of bounce slots are
 // excluded meanwhile. Idempotent.
 func (d *ISERDatamover) Close() error {
 	d.closeOnce.Do(func() {
 		d.StartClose()
 		<-d.pollerOut
+		// A loop's Reap under way finishes first (StartClose revoked it;
+		// a later one sees closed and does nothing).
+		d.reapMu.Lock()
 		d.memMu.Lock()
 		d.memGone = true
 		_ = d.conn.Close()
 		d.memMu.Unlock()
+		d.reapMu.Unlock()
 	})
 	return nil
 }

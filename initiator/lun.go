@@ -55,6 +55,7 @@ type LUN struct {
 	s       Executor
 	sub     Submitter        // s, when it can start commands with a callback
 	batcher blockdev.Batcher // s, when it batches posts
+	reaping blockdev.Reaping // s, when a frontend loop may reap its completions
 	lun     scsi.LUN
 	info    LUNInfo
 	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
@@ -69,6 +70,7 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	l := &LUN{s: s, retries: 8}
 	l.sub, _ = s.(Submitter)
 	l.batcher, _ = s.(blockdev.Batcher)
+	l.reaping, _ = s.(blockdev.Reaping)
 	enc, err := scsi.EncodeLUN(n)
 	if err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)

@@ -93,6 +93,7 @@ type Session struct {
 	// The datamover's optional capabilities, looked up once.
 	kicker   kicker
 	plugger  plugger
+	reaps    reapSource
 	preparer CommandPreparer
 	cfg      SessionConfig
 	params   Params
@@ -197,6 +198,7 @@ func NewSession(ctx context.Context, dm Datamover, cfg SessionConfig) (*Session,
 	}
 	s.kicker, _ = dm.(kicker)
 	s.plugger, _ = dm.(plugger)
+	s.reaps, _ = dm.(reapSource)
 	s.preparer, _ = dm.(CommandPreparer)
 	if ir, ok := dm.(InlineReceiver); ok {
 		s.borrowed = true

@@ -63,16 +63,18 @@ func (c *Conn) PostRecv(wrs []RecvWR) error { return notSupported("rdma post rec
 func (c *Conn) Poll(ctx context.Context, out []Completion) (int, error) {
 	return 0, notSupported("rdma poll")
 }
-func (c *Conn) Disconnect() error          { return notSupported("rdma disconnect") }
-func (c *Conn) Close() error               { return nil }
-func (c *Conn) Device() string             { return "" }
-func (c *Conn) LocalAddr() netip.AddrPort  { return netip.AddrPort{} }
-func (c *Conn) RemoteAddr() netip.AddrPort { return netip.AddrPort{} }
-func (c *Conn) ResponderResources() int    { return 0 }
-func (c *Conn) InitiatorDepth() int        { return 0 }
-func (m *MemoryRegion) Bytes() []byte      { return nil }
-func (m *MemoryRegion) Addr() uint64       { return 0 }
-func (m *MemoryRegion) LKey() uint32       { return 0 }
-func (m *MemoryRegion) RKey() uint32       { return 0 }
-func (m *MemoryRegion) SGE(off, n int) SGE { return SGE{} }
-func (m *MemoryRegion) Close() error       { return nil }
+func (c *Conn) TryPoll(out []Completion) (int, error) { return 0, notSupported("rdma poll") }
+func (c *Conn) PollFd() int                           { return -1 }
+func (c *Conn) Disconnect() error                     { return notSupported("rdma disconnect") }
+func (c *Conn) Close() error                          { return nil }
+func (c *Conn) Device() string                        { return "" }
+func (c *Conn) LocalAddr() netip.AddrPort             { return netip.AddrPort{} }
+func (c *Conn) RemoteAddr() netip.AddrPort            { return netip.AddrPort{} }
+func (c *Conn) ResponderResources() int               { return 0 }
+func (c *Conn) InitiatorDepth() int                   { return 0 }
+func (m *MemoryRegion) Bytes() []byte                 { return nil }
+func (m *MemoryRegion) Addr() uint64                  { return 0 }
+func (m *MemoryRegion) LKey() uint32                  { return 0 }
+func (m *MemoryRegion) RKey() uint32                  { return 0 }
+func (m *MemoryRegion) SGE(off, n int) SGE            { return SGE{} }
+func (m *MemoryRegion) Close() error                  { return nil }

@@ -158,3 +158,58 @@ func (c *Conn) drained() bool {
 	defer c.stateMu.Unlock()
 	return c.disconnected && c.markerSeen.Load() && c.recvPending.Load() <= 0
 }
+
+// PollFd is a descriptor that becomes readable when Poll would not block:
+// a completion or CM event waits, or Close or a watched context's end
+// woke the connection. A loop that reaps the completions itself watches
+// it (in its own epoll set or io_uring) and calls TryPoll. It stays open
+// until Close.
+func (c *Conn) PollFd() int { return c.w.epfd }
+
+// TryPoll is Poll without blocking: it handles the completion and CM
+// events PollFd reports, then takes what completions wait (up to 64),
+// and returns 0 when none does. When it returns fewer than len(out) the
+// CQ was empty after them and is armed: a later completion makes PollFd
+// readable, so a caller may stop there. Its errors are Poll's. Poll and
+// TryPoll exclude each other; a Poll blocked in its wait holds TryPoll
+// off until it returns (have its context end first).
+func (c *Conn) TryPoll(out []Completion) (int, error) {
+	if len(out) == 0 {
+		return 0, nil
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	if c.closed.Load() {
+		return 0, fmt.Errorf("rdma poll: %w", ErrClosed)
+	}
+	// One epoll_wait says which events to read (a wake meant for a Poll
+	// nobody is in is dropped, or PollFd would stay readable).
+	tags, err := c.w.ready()
+	if err != nil {
+		return 0, fmt.Errorf("rdma poll: %w", err)
+	}
+	if err := c.handleReady(tags); err != nil {
+		return 0, fmt.Errorf("rdma poll: %w", err)
+	}
+	k := 0
+	for {
+		n, err := c.pollCQ(out[k:])
+		if err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+		k += n
+		if k == len(out) || k > 0 && c.armed {
+			return k, nil
+		}
+		if k == 0 && c.drained() {
+			return 0, fmt.Errorf("rdma poll: %w", ErrDisconnected)
+		}
+		if c.armed {
+			return k, nil // 0: nothing came since it was armed
+		}
+		if r := C.rd_arm(c.cq); r != 0 {
+			return 0, fmt.Errorf("rdma poll: ibv_req_notify_cq: %w", errnoErr(int(r)))
+		}
+		c.armed = true // and look once more: a completion may have come before arming
+	}
+}

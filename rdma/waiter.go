@@ -110,6 +110,30 @@ func (w *waiter) wait(ctx context.Context) (uint32, error) {
 	}
 }
 
+// ready returns the tags of what is ready now, without waiting; a wake
+// among them is taken back.
+func (w *waiter) ready() (uint32, error) {
+	var evs [4]syscall.EpollEvent
+	for {
+		n, err := syscall.EpollWait(w.epfd, evs[:], 0)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("epoll_wait: %w", err)
+		}
+		var tags uint32
+		for _, ev := range evs[:n] {
+			tags |= uint32(ev.Fd)
+		}
+		if tags&tagWake != 0 {
+			var buf [8]byte
+			syscall.Read(w.evfd, buf[:])
+		}
+		return tags, nil
+	}
+}
+
 func (w *waiter) close() {
 	if w.unwatch != nil {
 		w.unwatch()

@@ -36,6 +36,7 @@ type Counting struct {
 	io    metrics.IO
 	async blockdev.Async // Backend's own, or nil
 	batch blockdev.Batcher
+	reap  blockdev.Reaping
 
 	mu       sync.Mutex
 	lastOps  uint64
@@ -55,6 +56,7 @@ func NewCounting(b Backend) *Counting {
 	c := &Counting{Backend: b, lastTime: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	c.async, _ = b.(blockdev.Async)
 	c.batch, _ = b.(blockdev.Batcher)
+	c.reap, _ = b.(blockdev.Reaping)
 	go c.sample()
 	return c
 }

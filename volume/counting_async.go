@@ -92,3 +92,12 @@ func (x *countedIO) IODone(tag uint32, err error) {
 	}
 	done.IODone(tag, err)
 }
+
+// Reaper implements blockdev.Reaping for a backend whose completions a
+// frontend loop may reap.
+func (c *Counting) Reaper(revoked func()) (blockdev.Reaper, bool) {
+	if c.reap == nil {
+		return nil, false
+	}
+	return c.reap.Reaper(revoked)
+}

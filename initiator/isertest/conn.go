@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/scsi"
@@ -53,12 +55,19 @@ type Conn struct {
 	target *Target
 	work   chan func()
 	done   chan struct{}
+	// efd is readable while completions wait or the connection is
+	// closed (PollFd, for a loop that reaps with TryPoll).
+	efd int
 }
 
 // NewConn returns a fake connection to a fake target with a RAM disk of
 // blocks 512-byte blocks.
 func NewConn(blocks int) *Conn {
-	c := &Conn{wake: make(chan struct{}, 1), work: make(chan func(), 4096), done: make(chan struct{})}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		panic(fmt.Sprintf("isertest: eventfd: %v", err))
+	}
+	c := &Conn{wake: make(chan struct{}, 1), work: make(chan func(), 4096), done: make(chan struct{}), efd: efd}
 	c.target = &Target{c: c, disk: make([]byte, blocks*512)}
 	go func() {
 		defer close(c.done)
@@ -173,10 +182,51 @@ func (c *Conn) find(addr uint64, n uint32, key uint32, remote bool) ([]byte, err
 
 func (c *Conn) complete(wc rdma.Completion) {
 	c.wcs = append(c.wcs, wc)
+	c.signal()
+}
+
+// signal wakes a Poll and makes PollFd readable.
+func (c *Conn) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
+	if c.efd >= 0 {
+		var one [8]byte
+		one[0] = 1
+		_, _ = unix.Write(c.efd, one[:])
+	}
+}
+
+// PollFd implements the initiator's reapable connection: readable while
+// completions wait, or once closed.
+func (c *Conn) PollFd() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.efd
+}
+
+// TryPoll is Poll without waiting: 0 when nothing waits.
+func (c *Conn) TryPoll(out []rdma.Completion) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, rdma.ErrClosed
+	}
+	var buf [8]byte
+	_, _ = unix.Read(c.efd, buf[:])
+	if len(c.wcs) > 0 {
+		n := copy(out, c.wcs)
+		c.wcs = c.wcs[n:]
+		if len(c.wcs) > 0 {
+			c.signal() // level-triggered, as a CQ's channel with events left
+		}
+		return n, nil
+	}
+	if c.disconnected && !c.holdDrain {
+		return 0, rdma.ErrDisconnected
+	}
+	return 0, nil
 }
 
 // PostRecv implements initiator.RDMAConn.
@@ -402,12 +452,13 @@ func (c *Conn) Close() error {
 	}
 	c.closed = true
 	close(c.work)
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+	c.signal()
 	c.mu.Unlock()
 	<-c.done
+	c.mu.Lock()
+	_ = unix.Close(c.efd)
+	c.efd = -1
+	c.mu.Unlock()
 	return nil
 }
 
