@@ -14,9 +14,6 @@ import (
 	"github.com/iser-attach/iser-attach/blockdev"
 )
 
-// pollTag is the user_data of the eventfd poll; I/O commands carry their tag.
-const pollTag = 1 << 32
-
 // completion is a served request waiting for its COMMIT_AND_FETCH.
 type completion struct {
 	tag int
@@ -32,11 +29,14 @@ type completion struct {
 //
 // The loop starts reads and writes itself, through the backend's
 // blockdev.Async (an initiator.LUN starts its SCSI command right there,
-// on this thread); their ends come back through IODone, on the backend's
-// completion goroutine, which appends them to done and wakes the loop
-// through the eventfd (once per batch); the loop then sends
-// COMMIT_AND_FETCH_REQ. A backend without blockdev.Async, and FLUSH,
-// DISCARD and WRITE_ZEROES, are served on a goroutine per request.
+// on this thread); their ends come back through IODone, which appends
+// them to done, and the loop then sends COMMIT_AND_FETCH_REQ. When the
+// backend lets the loop reap its completions (blockdev.Reaping, reap.go)
+// IODone runs on the loop itself, in Reap, when the reaper's descriptor
+// fired in the ring; otherwise on the backend's completion goroutine,
+// which wakes the loop through the eventfd (once per batch). A backend
+// without blockdev.Async, and FLUSH, DISCARD and WRITE_ZEROES, are served
+// on a goroutine per request.
 type queue struct {
 	id      int
 	depth   int
@@ -55,9 +55,12 @@ type queue struct {
 	reqLen   []int32
 	reqWrite []bool
 
-	mu    sync.Mutex
-	done  []completion
-	spare []completion // the loop's list, swapped with done
+	reap reapState // the loop's hold on the backend's completions
+
+	mu      sync.Mutex
+	done    []completion
+	spare   []completion // the loop's list, swapped with done
+	reaping bool         // the loop is in Reap: IODone need not wake it
 
 	quit     atomic.Bool
 	workers  sync.WaitGroup // backend calls in flight
@@ -128,6 +131,8 @@ func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*que
 		q.async = a
 	}
 	q.batcher, _ = b.(blockdev.Batcher)
+	q.reap.src, _ = b.(blockdev.Reaping)
+	q.reap.wake = q.wake
 	return q, nil
 }
 
@@ -202,12 +207,15 @@ func (q *queue) run() {
 	defer q.watchIdle()
 	defer close(q.exited)
 
-	r, err := newRing(uint32(q.depth+1), false)
+	// depth commands, the eventfd poll, the reaper's poll and a
+	// POLL_REMOVE of its previous one are all the SQEs a pass prepares.
+	r, err := newRing(uint32(q.depth+3), false)
 	if err != nil {
 		q.ready <- fmt.Errorf("ublk queue %d: %w", q.id, err)
 		return
 	}
 	defer r.close()
+	defer q.reap.drop(r) // before the ring closes: Release stops revoked calls
 
 	for tag := 0; tag < q.depth; tag++ {
 		q.prepCmd(r, uIOFetchReq, tag, 0)
@@ -225,11 +233,15 @@ func (q *queue) run() {
 	q.ready <- nil
 
 	s := drainState{outstanding: q.depth}
+	q.reap.take(r)
 	for {
 		if !s.quit && q.quit.Load() {
 			s.lastRequest = time.Now() // a dispatch may be under way: wait a quiet period
 		}
 		s.quit, s.gaveUp = q.quit.Load(), q.gaveUp()
+		if s.quit {
+			q.reap.drop(r) // ends come through the backend again, as a stop expects
+		}
 		if s.ended(time.Now()) {
 			return // the deferred ring close runs on this thread
 		}
@@ -255,23 +267,38 @@ func (q *queue) run() {
 				break
 			}
 			r.advance()
-			if e.UserData == pollTag {
+			switch e.UserData & kindMask {
+			case pollTag:
 				var buf [8]byte
 				_, _ = unix.Read(q.efd, buf[:])
-				q.mu.Lock()
-				done := q.done
-				q.done = q.spare[:0]
-				q.mu.Unlock()
-				q.spare = done
-				for _, c := range done {
-					s.inflight--
-					if q.quit.Load() {
-						continue // no commit: a recovering server reissues it
-					}
-					q.prepCmd(r, uIOCommitAndFetchReq, c.tag, c.res)
-					s.outstanding++
+				if q.reap.revoked.Swap(false) {
+					q.reap.drop(r)
+				}
+				q.commitDone(r, &s)
+				if !s.quit {
+					q.reap.take(r) // the backend completed: maybe on a new connection
 				}
 				prepPollAdd(r.sqe(), q.efd, pollTag)
+				continue
+			case reapTag:
+				if !q.reap.fired(e.UserData) {
+					continue // a poll removed, or of a reaper let go
+				}
+				q.mu.Lock()
+				q.reaping = true
+				q.mu.Unlock()
+				live := q.reap.rp.Reap()
+				q.mu.Lock()
+				q.reaping = false
+				q.mu.Unlock()
+				if live && !s.quit {
+					q.reap.arm(r)
+				} else {
+					q.reap.drop(r)
+				}
+				q.commitDone(r, &s)
+				continue
+			case removeTag:
 				continue
 			}
 			s.outstanding--
@@ -299,9 +326,27 @@ func (q *queue) run() {
 	}
 }
 
+// commitDone takes the requests served since the last look and queues
+// their COMMIT_AND_FETCH_REQs.
+func (q *queue) commitDone(r *ring, s *drainState) {
+	q.mu.Lock()
+	done := q.done
+	q.done = q.spare[:0]
+	q.mu.Unlock()
+	q.spare = done
+	for _, c := range done {
+		s.inflight--
+		if q.quit.Load() {
+			continue // no commit: a recovering server reissues it
+		}
+		q.prepCmd(r, uIOCommitAndFetchReq, c.tag, c.res)
+		s.outstanding++
+	}
+}
+
 // prepCmd queues a FETCH_REQ or COMMIT_AND_FETCH_REQ for tag. The SQ has
-// depth+1 entries and at most depth commands plus the poll are ever queued
-// unsubmitted, so an SQE is always free.
+// depth+3 entries and at most depth commands plus the loop's three
+// (see run) are ever queued unsubmitted, so an SQE is always free.
 func (q *queue) prepCmd(r *ring, op uint32, tag int, res int32) {
 	sqe := r.sqe()
 	cmd := ioCmd{QID: uint16(q.id), Tag: uint16(tag), Result: res, Addr: uint64(uintptrOf(q.bufs.bufs[tag]))}
@@ -357,10 +402,11 @@ func (q *queue) work(tag int, d ioDesc) {
 func (q *queue) complete(tag int, res int32) {
 	q.mu.Lock()
 	q.done = append(q.done, completion{tag: tag, res: res})
-	first := len(q.done) == 1
+	first := len(q.done) == 1 && !q.reaping
 	q.mu.Unlock()
 	// Only the first completion since the loop took the list wakes it: the
-	// rest ride along (one eventfd write per batch, not per request).
+	// rest ride along (one eventfd write per batch, not per request). None
+	// does while the loop reaps: it takes the list when Reap returns.
 	if first {
 		q.wake()
 	}

@@ -18,6 +18,7 @@ import (
 const (
 	opNop      = 0
 	opPollAdd  = 6
+	opPollRem  = 7
 	opURingCmd = 46
 
 	setupCoopTaskrun = 1 << 8
@@ -296,6 +297,16 @@ func prepPollAdd(sqe []byte, fd int, userData uint64) {
 	sqe[sqeOpcode] = opPollAdd
 	le.PutUint32(sqe[sqeFd:], uint32(int32(fd)))
 	le.PutUint32(sqe[sqeOpFlags:], unix.POLLIN)
+	le.PutUint64(sqe[sqeUserData:], userData)
+}
+
+// prepPollRemove fills an IORING_OP_POLL_REMOVE of the poll whose
+// user_data is target. The removed poll completes with -ECANCELED (or has
+// completed already: then the remove fails with -ENOENT).
+func prepPollRemove(sqe []byte, target, userData uint64) {
+	sqe[sqeOpcode] = opPollRem
+	le.PutUint32(sqe[sqeFd:], ^uint32(0)) // -1, as liburing
+	le.PutUint64(sqe[sqeAddr:], target)
 	le.PutUint64(sqe[sqeUserData:], userData)
 }
 
