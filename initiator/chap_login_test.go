@@ -254,3 +254,55 @@ func TestConnectCHAPResponseUnanswered(t *testing.T) {
 		t.Errorf("the handler saw %d CHAP responses, want 0 (silenced)", n)
 	}
 }
+
+// TestConnectCHAPRetryUnansweredReportsRefusal: a response under CHAP_A=7
+// (SHA-256) refused makes Connect retry without 7 (tgt took 7 for SHA-1);
+// when that second login is never answered (LIO over iSER, right after
+// refusing the first), the error is the refusal, an authentication
+// failure, not a login timeout.
+func TestConnectCHAPRetryUnansweredReportsRefusal(t *testing.T) {
+	refusing := func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+		if req.BHS.Opcode() != pdu.OpLoginReq {
+			return tg.Good(req)
+		}
+		rep := tg.Login(req, iscsitest.LoginOptions{})
+		kvs, _ := textkey.Parse(req.Data)
+		get := func(k string) string { v, _ := textkey.Get(kvs, k); return v }
+		switch {
+		case get("AuthMethod") != "":
+			return withData(rep, []textkey.KV{{Key: "AuthMethod", Value: "CHAP"}})
+		case get("CHAP_A") != "":
+			return withData(rep, []textkey.KV{{Key: "CHAP_A", Value: "7"}, {Key: "CHAP_I", Value: "9"}, {Key: "CHAP_C", Value: chapTestChallenge}})
+		}
+		return loginStatusReply(rep, 2, 1)
+	}
+	silent := func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply { return nil }
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for _, h := range []iscsitest.Handler{refusing, silent} {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			iscsitest.Serve(t, c, h)
+		}
+	}()
+	cfg := initiator.SessionConfig{LoginConfig: initiator.LoginConfig{InitiatorName: "iqn.2026-11.test:i", TargetName: "iqn.2026-11.test:t",
+		CHAP: &initiator.CHAPCredentials{User: "alice", Secret: []byte("alicesecret12"),
+			Algorithms: []initiator.CHAPAlgorithm{initiator.CHAPSHA256, initiator.CHAPMD5}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: ln.Addr().String()}, cfg)
+	if !errors.Is(err, initiator.ErrAuthFailed) {
+		t.Fatalf("error %v, want the refusal (ErrAuthFailed)", err)
+	}
+	for _, want := range []string{"authentication failed", "retrying with CHAP_A=5"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}

@@ -10,7 +10,8 @@ import (
 // Connect dials a portal and logs in. When the target refuses the CHAP
 // algorithm list, it dials again once and offers MD5 alone (RFC 7143 makes
 // MD5 the one algorithm every target has); when a response under the
-// ambiguous CHAP_A=7 is refused, it retries without 7.
+// ambiguous CHAP_A=7 is refused, it retries without 7. A retry that ends
+// without an answer (a timeout, a lost connection) reports the refusal.
 func Connect(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, error) {
 	if dc.QueueDepth == 0 {
 		dc.QueueDepth = sc.QueueDepth
@@ -31,7 +32,15 @@ func Connect(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, er
 		sc.CHAP = &creds
 		dc.Logger.Debug().Str("portal", dc.Addr).Str("offer", creds.offerA()).Err(ae).
 			Msg("target refused the CHAP algorithm; retrying")
+		first := err
 		s, err = connectOnce(ctx, dc, sc)
+		var le *LoginError
+		if err != nil && !errors.As(err, &le) && !errors.Is(err, ErrAuthFailed) {
+			// The retry learnt nothing (LIO over iSER may leave a login
+			// unanswered right after refusing one): the refusal is the
+			// answer.
+			return nil, fmt.Errorf("%w; retrying with CHAP_A=%s: %v", first, creds.offerA(), err)
+		}
 	}
 	return s, err
 }
