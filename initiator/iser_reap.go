@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/rdma"
 )
@@ -30,6 +32,11 @@ type iserReaper struct {
 	d       *ISERDatamover
 	revoked func()
 	wcs     []rdma.Completion
+	// fd is a duplicate of the connection's PollFd, the loop's to poll
+	// until Release closes it: the connection may close (and its
+	// descriptor number be reused) while the loop still holds r.
+	fd       int
+	released bool // the loop's: Release is idempotent
 }
 
 // TakeReaper hands the completion queue to a loop (see blockdev.Reaping):
@@ -44,7 +51,16 @@ func (d *ISERDatamover) TakeReaper(revoked func()) (blockdev.Reaper, bool) {
 	if d.closed || d.reaper != nil || d.inline.Load() == nil || len(d.pdus) > 0 {
 		return nil, false
 	}
-	r := &iserReaper{d: d, revoked: revoked, wcs: make([]rdma.Completion, iserPollBatch)}
+	// Not closed under d.mu: the connection, and its descriptor, are open.
+	pfd := d.reapConn.PollFd()
+	if pfd < 0 {
+		return nil, false
+	}
+	fd, err := unix.FcntlInt(uintptr(pfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	r := &iserReaper{d: d, revoked: revoked, wcs: make([]rdma.Completion, iserPollBatch), fd: fd}
 	d.reaper = r
 	if d.pollCancel != nil {
 		d.pollCancel() // a Poll under way returns; the poller then parks
@@ -52,20 +68,22 @@ func (d *ISERDatamover) TakeReaper(revoked func()) (blockdev.Reaper, bool) {
 	return r, true
 }
 
-// Fd implements blockdev.Reaper.
-func (r *iserReaper) Fd() int { return r.d.reapConn.PollFd() }
+// Fd implements blockdev.Reaper: open until Release.
+func (r *iserReaper) Fd() int { return r.fd }
 
 // Reap implements blockdev.Reaper: it polls the CQ until empty (and
 // armed) and runs each completion, as the poller would. false once the
 // connection failed or is closing (or r was released).
 func (r *iserReaper) Reap() bool {
 	d := r.d
+	// Looked at before reapMu too: Close holds it while the connection
+	// drains (up to seconds), and the loop must not wait for that.
+	if !r.live() {
+		return false
+	}
 	d.reapMu.Lock()
 	defer d.reapMu.Unlock()
-	d.mu.Lock()
-	live := d.reaper == r && !d.closed
-	d.mu.Unlock()
-	if !live {
+	if !r.live() {
 		return false
 	}
 	for {
@@ -83,9 +101,21 @@ func (r *iserReaper) Reap() bool {
 	}
 }
 
-// Release implements blockdev.Reaper: the poller takes the CQ back.
-// After it returns revoked is not called any more. Idempotent.
+// live reports whether r still holds a connection that is not closing.
+func (r *iserReaper) live() bool {
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	return r.d.reaper == r && !r.d.closed
+}
+
+// Release implements blockdev.Reaper: the poller takes the CQ back, and
+// Fd is closed. After it returns revoked is not called any more.
+// Idempotent.
 func (r *iserReaper) Release() {
+	if r.released {
+		return
+	}
+	r.released = true
 	d := r.d
 	d.mu.Lock()
 	if d.reaper == r {
@@ -96,6 +126,7 @@ func (r *iserReaper) Release() {
 		}
 	}
 	d.mu.Unlock()
+	_ = unix.Close(r.fd)
 }
 
 // revokeLocked tells the loop holding the CQ, if any, that the connection

@@ -10,6 +10,9 @@ import (
 
 	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/isertest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/rdma"
 )
 
 // reapDone records where IODone ran: inside Reap (the loop's) or not.
@@ -167,4 +170,115 @@ func TestISERReaperHandover(t *testing.T) {
 	if rp2.Reap() {
 		t.Fatal("Reap after Close reported a live connection")
 	}
+}
+
+// gatedConn is isertest's Conn whose TryPoll can be held at its start,
+// and which records a PollFd asked after Close (rdma.Conn's descriptor
+// number is free for reuse by then).
+type gatedConn struct {
+	*isertest.Conn
+	inTry     chan struct{}
+	gate      chan struct{}
+	closed    atomic.Bool
+	lateFdUse atomic.Bool
+}
+
+func (c *gatedConn) TryPoll(out []rdma.Completion) (int, error) {
+	select {
+	case c.inTry <- struct{}{}:
+		<-c.gate
+	default:
+	}
+	return c.Conn.TryPoll(out)
+}
+
+func (c *gatedConn) PollFd() int {
+	if c.closed.Load() {
+		c.lateFdUse.Store(true)
+	}
+	return c.Conn.PollFd()
+}
+
+func (c *gatedConn) Close() error {
+	err := c.Conn.Close()
+	c.closed.Store(true)
+	return err
+}
+
+// TestISERReaperFdOutlivesClose: a Reap that began before Close reports
+// the connection live; Close then finishes (it waits out the Reap, not the
+// Release), and the loop re-arms its poll on Fd, as queue.run does after
+// a live Reap. Fd must still be the loop's own open descriptor, not the
+// closed connection's number.
+func TestISERReaperFdOutlivesClose(t *testing.T) {
+	fc := &gatedConn{Conn: isertest.NewConn(64), inTry: make(chan struct{}, 1), gate: make(chan struct{})}
+	d, err := initiator.NewISERDatamover(fc, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ReceiveInline(func(*pdu.PDU) error { return nil })
+	rp, ok := d.TakeReaper(func() {})
+	if !ok {
+		t.Fatal("TakeReaper refused")
+	}
+	live := make(chan bool)
+	go func() { live <- rp.Reap() }()
+	<-fc.inTry // Reap found the connection live and polls
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	time.Sleep(50 * time.Millisecond) // Close: closing, waiting for the Reap
+	close(fc.gate)
+	if !<-live {
+		t.Skip("Reap saw the close: no re-arm to check")
+	}
+	<-closed
+	fd := rp.Fd()
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the reaper's descriptor %d is closed after the connection closed: %v", fd, err)
+	}
+	rp.Release()
+	if fc.lateFdUse.Load() {
+		t.Fatal("the connection's descriptor was asked for after Close")
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		t.Fatal("Release left the reaper's descriptor open")
+	}
+}
+
+// slowCloseConn's Close first makes PollFd readable, as rdma.Conn.Close's
+// wake does, then takes long, as its drain may (up to seconds).
+type slowCloseConn struct{ *isertest.Conn }
+
+func (c slowCloseConn) Close() error {
+	c.Conn.Disconnect()
+	time.Sleep(500 * time.Millisecond)
+	return c.Conn.Close()
+}
+
+// TestISERReapDoesNotWaitForCloseDrain: a loop whose poll fires while
+// Close drains the connection learns at once that it is closing; its Reap
+// does not sit out the drain on the ublk thread.
+func TestISERReapDoesNotWaitForCloseDrain(t *testing.T) {
+	d, err := initiator.NewISERDatamover(slowCloseConn{isertest.NewConn(64)}, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ReceiveInline(func(*pdu.PDU) error { return nil })
+	rp, ok := d.TakeReaper(func() {})
+	if !ok {
+		t.Fatal("TakeReaper refused")
+	}
+	closed := make(chan struct{})
+	go func() { d.Close(); close(closed) }()
+	time.Sleep(50 * time.Millisecond) // Close is draining
+	if rp.Reap() {
+		t.Fatal("Reap of a closing connection reported it live")
+	}
+	select {
+	case <-closed:
+		t.Fatal("Reap returned only after Close's drain")
+	default:
+	}
+	rp.Release()
+	<-closed
 }

@@ -146,6 +146,7 @@ func (c *Conn) release(drain bool) error {
 	c.sendReqs, c.sendSGEs, c.sendWRs, c.sendBad = nil, nil, nil, nil
 	c.recvIDs, c.recvSGEs, c.recvWRs, c.recvBad, c.wcs = nil, nil, nil, nil, nil
 	if c.w != nil {
+		c.pollFd.Store(-1)
 		c.w.close()
 		c.w = nil
 	}

@@ -77,6 +77,9 @@ type Conn struct {
 	recvMu sync.Mutex   // receive scratch
 	postMu sync.RWMutex // shared by posts and MR calls, exclusive for teardown
 	pollMu sync.Mutex   // Poll, and teardown once Poll is out
+	// pollFd is PollFd: the waiter's epoll descriptor, 0 before it
+	// exists and -1 once closed (read without pollMu).
+	pollFd atomic.Int32
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -194,6 +197,7 @@ func (c *Conn) openChannel() error {
 		return err
 	}
 	c.w = w
+	c.pollFd.Store(int32(w.epfd))
 	var err2 error
 	if c.ch, err2 = C.rd_create_channel(); c.ch == nil {
 		return fmt.Errorf("rdma_create_event_channel: %w", ptrErr(err2))

@@ -163,8 +163,13 @@ func (c *Conn) drained() bool {
 // a completion or CM event waits, or Close or a watched context's end
 // woke the connection. A loop that reaps the completions itself watches
 // it (in its own epoll set or io_uring) and calls TryPoll. It stays open
-// until Close.
-func (c *Conn) PollFd() int { return c.w.epfd }
+// until Close, and is -1 after.
+func (c *Conn) PollFd() int {
+	if fd := c.pollFd.Load(); fd > 0 {
+		return int(fd)
+	}
+	return -1
+}
 
 // TryPoll is Poll without blocking: it handles the completion and CM
 // events PollFd reports, then takes what completions wait (up to 64),
@@ -182,14 +187,24 @@ func (c *Conn) TryPoll(out []Completion) (int, error) {
 	if c.closed.Load() {
 		return 0, fmt.Errorf("rdma poll: %w", ErrClosed)
 	}
-	// One epoll_wait says which events to read (a wake meant for a Poll
-	// nobody is in is dropped, or PollFd would stay readable).
-	tags, err := c.w.ready()
-	if err != nil {
-		return 0, fmt.Errorf("rdma poll: %w", err)
-	}
-	if err := c.handleReady(tags); err != nil {
-		return 0, fmt.Errorf("rdma poll: %w", err)
+	// Mostly PollFd fired for a completion event: read it straight away.
+	// Only when there is none does one epoll_wait say what else is
+	// ready (CM events; a wake meant for a Poll nobody is in, dropped so
+	// that PollFd does not stay readable). Whatever is left when both
+	// are ready keeps PollFd readable for the next call.
+	switch r := C.rd_get_cq_event(c.compCh); {
+	case r > 0:
+		c.armed = false
+	case r == -C.EAGAIN:
+		tags, err := c.w.ready()
+		if err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+		if err := c.handleReady(tags); err != nil {
+			return 0, fmt.Errorf("rdma poll: %w", err)
+		}
+	default:
+		return 0, fmt.Errorf("rdma poll: ibv_get_cq_event: %w", errnoErr(int(r)))
 	}
 	k := 0
 	for {

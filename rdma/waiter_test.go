@@ -46,3 +46,24 @@ func TestWaiterNoWakeAfterClose(t *testing.T) {
 		t.Fatalf("%d of 200 times a wake-up after close wrote into a pipe that took the eventfd's number", hits)
 	}
 }
+
+// PollFd is the waiter's epoll descriptor while the connection is open and
+// -1 once it is closed (a reaper asking late gets no reused number).
+func TestPollFdAfterClose(t *testing.T) {
+	w, err := newWaiter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Conn{w: w}
+	if c.PollFd() != -1 {
+		t.Fatal("PollFd before the waiter is set up")
+	}
+	c.pollFd.Store(int32(w.epfd))
+	if c.PollFd() != w.epfd {
+		t.Fatalf("PollFd %d, want the waiter's %d", c.PollFd(), w.epfd)
+	}
+	_ = c.Close()
+	if fd := c.PollFd(); fd != -1 {
+		t.Fatalf("PollFd after Close: %d, want -1", fd)
+	}
+}

@@ -207,15 +207,15 @@ func (q *queue) run() {
 	defer q.watchIdle()
 	defer close(q.exited)
 
-	// depth commands, the eventfd poll, the reaper's poll and a
-	// POLL_REMOVE of its previous one are all the SQEs a pass prepares.
-	r, err := newRing(uint32(q.depth+3), false)
+	// depth commands, the eventfd poll, and the reaper's polls and
+	// removes fit (reap.go submits early should they not).
+	r, err := newRing(uint32(q.depth+4), false)
 	if err != nil {
 		q.ready <- fmt.Errorf("ublk queue %d: %w", q.id, err)
 		return
 	}
 	defer r.close()
-	defer q.reap.drop(r) // before the ring closes: Release stops revoked calls
+	defer q.reap.letGo() // before the ring closes: Release stops revoked calls
 
 	for tag := 0; tag < q.depth; tag++ {
 		q.prepCmd(r, uIOFetchReq, tag, 0)
@@ -233,7 +233,9 @@ func (q *queue) run() {
 	q.ready <- nil
 
 	s := drainState{outstanding: q.depth}
-	q.reap.take(r)
+	if q.reap.take(r) {
+		q.reapNow(r, &s)
+	}
 	for {
 		if !s.quit && q.quit.Load() {
 			s.lastRequest = time.Now() // a dispatch may be under way: wait a quiet period
@@ -275,28 +277,23 @@ func (q *queue) run() {
 					q.reap.drop(r)
 				}
 				q.commitDone(r, &s)
-				if !s.quit {
-					q.reap.take(r) // the backend completed: maybe on a new connection
+				// The backend completed: maybe on a new connection.
+				if !s.quit && q.reap.take(r) {
+					q.reapNow(r, &s)
 				}
-				prepPollAdd(r.sqe(), q.efd, pollTag)
+				prepPollAdd(r.sqeSubmitting(), q.efd, pollTag)
 				continue
 			case reapTag:
 				if !q.reap.fired(e.UserData) {
 					continue // a poll removed, or of a reaper let go
 				}
-				q.mu.Lock()
-				q.reaping = true
-				q.mu.Unlock()
-				live := q.reap.rp.Reap()
-				q.mu.Lock()
-				q.reaping = false
-				q.mu.Unlock()
-				if live && !s.quit {
-					q.reap.arm(r)
-				} else {
+				if e.Res < 0 {
+					// The poll itself failed: stop reaping (the backend's
+					// goroutine completes); the next eventfd wake asks again.
 					q.reap.drop(r)
+					continue
 				}
-				q.commitDone(r, &s)
+				q.reapNow(r, &s)
 				continue
 			case removeTag:
 				continue
@@ -326,6 +323,26 @@ func (q *queue) run() {
 	}
 }
 
+// reapNow runs the held reaper's completions on the loop, then polls its
+// descriptor again (unless still polled), or drops it when it has ended
+// or the loop is stopping; the requests it ended are committed.
+func (q *queue) reapNow(r *ring, s *drainState) {
+	q.mu.Lock()
+	q.reaping = true
+	q.mu.Unlock()
+	live := q.reap.rp.Reap()
+	q.mu.Lock()
+	q.reaping = false
+	q.mu.Unlock()
+	switch {
+	case !live || s.quit:
+		q.reap.drop(r)
+	case !q.reap.armed:
+		q.reap.arm(r)
+	}
+	q.commitDone(r, s)
+}
+
 // commitDone takes the requests served since the last look and queues
 // their COMMIT_AND_FETCH_REQs.
 func (q *queue) commitDone(r *ring, s *drainState) {
@@ -345,7 +362,7 @@ func (q *queue) commitDone(r *ring, s *drainState) {
 }
 
 // prepCmd queues a FETCH_REQ or COMMIT_AND_FETCH_REQ for tag. The SQ has
-// depth+3 entries and at most depth commands plus the loop's three
+// depth+4 entries and at most depth commands plus the loop's few polls
 // (see run) are ever queued unsubmitted, so an SQE is always free.
 func (q *queue) prepCmd(r *ring, op uint32, tag int, res int32) {
 	sqe := r.sqe()

@@ -40,24 +40,26 @@ func (rs *reapState) revoke() {
 }
 
 // take asks the source for its completions when the loop holds none and
-// polls the descriptor. The ring has a free SQE for it (see newQueue).
-func (rs *reapState) take(r *ring) {
+// polls the descriptor; true when it took a reaper (the loop then reaps
+// once at once: what came before the hand-over may not wake the poll).
+func (rs *reapState) take(r *ring) bool {
 	if rs.src == nil || rs.rp != nil {
-		return
+		return false
 	}
 	rs.revoked.Store(false)
 	rp, ok := rs.src.Reaper(rs.revoke)
 	if !ok {
-		return
+		return false
 	}
 	rs.rp = rp
 	rs.gen++
 	rs.arm(r)
+	return true
 }
 
 // arm polls rp's descriptor (one-shot).
 func (rs *reapState) arm(r *ring) {
-	prepPollAdd(r.sqe(), rs.rp.Fd(), reapTag|uint64(rs.gen))
+	prepPollAdd(r.sqeSubmitting(), rs.rp.Fd(), reapTag|uint64(rs.gen))
 	rs.armed = true
 }
 
@@ -72,15 +74,29 @@ func (rs *reapState) fired(userData uint64) bool {
 }
 
 // drop gives rp back: its poll, if still armed, is removed first (the
-// ring would otherwise keep the descriptor's file open until it closes).
+// ring would otherwise keep the descriptor's file open until it closes),
+// and what is prepared is submitted before Release closes the
+// descriptor, so that an armed POLL_ADD still in the SQ never reaches
+// the kernel with a closed (or reused) descriptor number.
 func (rs *reapState) drop(r *ring) {
 	if rs.rp == nil {
 		return
 	}
 	if rs.armed {
-		prepPollRemove(r.sqe(), reapTag|uint64(rs.gen), removeTag)
+		prepPollRemove(r.sqeSubmitting(), reapTag|uint64(rs.gen), removeTag)
 		rs.armed = false
+		_ = r.enter(0, 0) // submit only; a failure ends the loop anyway
 	}
-	rs.rp.Release()
-	rs.rp = nil
+	rs.letGo()
+}
+
+// letGo releases rp without touching the ring: as the loop ends, closing
+// the ring cancels the poll, and what is left in the SQ is never
+// submitted.
+func (rs *reapState) letGo() {
+	if rs.rp != nil {
+		rs.rp.Release()
+		rs.rp = nil
+	}
+	rs.armed = false
 }

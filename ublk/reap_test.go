@@ -81,12 +81,13 @@ func TestReapStatePollsAndDrops(t *testing.T) {
 	woken := 0
 	rs := reapState{src: src, wake: func() { woken++ }}
 
-	rs.take(r)
-	if rs.rp == nil || !rs.armed || len(src.given) != 1 {
+	if !rs.take(r) || rs.rp == nil || !rs.armed || len(src.given) != 1 {
 		t.Fatalf("take: reaper %v armed %v", rs.rp, rs.armed)
 	}
 	first := src.given[0]
-	rs.take(r) // holds one already: no second
+	if rs.take(r) { // holds one already: no second
+		t.Fatal("take took a second reaper")
+	}
 	if len(src.given) != 1 {
 		t.Fatal("take asked for a second reaper while holding one")
 	}
@@ -116,7 +117,9 @@ func TestReapStatePollsAndDrops(t *testing.T) {
 		t.Fatalf("after drop: completions %v, want the poll cancelled and the remove done", seen)
 	}
 
-	rs.take(r) // the next one, a new generation
+	if !rs.take(r) { // the next one, a new generation
+		t.Fatal("take")
+	}
 	second := src.given[1]
 	if uint32(reapTag|uint64(rs.gen)) == uint32(reapTag|uint64(rs.gen-1)) || rs.rp != second {
 		t.Fatal("the next reaper shares the generation")
@@ -138,7 +141,9 @@ func TestReapStatePollsAndDrops(t *testing.T) {
 	}
 
 	src.refusing = true
-	rs.take(r)
+	if rs.take(r) {
+		t.Fatal("take reported a reaper the source refused")
+	}
 	if rs.rp != nil || r.pending() != 0 {
 		t.Fatal("take kept a reaper the source refused")
 	}

@@ -228,6 +228,16 @@ func (r *ring) sqe() []byte {
 	return b
 }
 
+// sqeSubmitting is sqe, submitting what is prepared first when the SQ is
+// full (nil only if the kernel then takes none).
+func (r *ring) sqeSubmitting() []byte {
+	if s := r.sqe(); s != nil {
+		return s
+	}
+	_ = r.enter(0, 0)
+	return r.sqe()
+}
+
 // pending is the number of prepared SQEs the kernel has not consumed.
 func (r *ring) pending() uint32 { return r.tail - atomic.LoadUint32(r.sqHead) }
 

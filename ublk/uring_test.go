@@ -95,3 +95,30 @@ func TestRingSetupFailure(t *testing.T) {
 		}
 	}
 }
+
+// sqeSubmitting hands out an SQE even when the SQ is full, by submitting
+// what is prepared first.
+func TestRingSQESubmitting(t *testing.T) {
+	r, err := newRing(4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	for i := range 4 {
+		prepNop(r.sqe(), uint64(i))
+	}
+	if r.sqe() != nil {
+		t.Fatal("a full SQ gave an SQE")
+	}
+	s := r.sqeSubmitting()
+	if s == nil {
+		t.Fatal("sqeSubmitting found no SQE after submitting")
+	}
+	prepNop(s, 4)
+	if err := r.enter(5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r.ready() != 5 {
+		t.Fatalf("%d completions, want 5", r.ready())
+	}
+}
