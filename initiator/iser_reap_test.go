@@ -172,6 +172,22 @@ func TestISERReaperHandover(t *testing.T) {
 	}
 }
 
+// reapedDatamover is an iSER datamover on conn in full feature phase (a
+// handler that drops what it gets), its completion queue taken over.
+func reapedDatamover(t *testing.T, conn initiator.RDMAConn) (*initiator.ISERDatamover, blockdev.Reaper) {
+	t.Helper()
+	d, err := initiator.NewISERDatamover(conn, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ReceiveInline(func(*pdu.PDU) error { return nil })
+	rp, ok := d.TakeReaper(func() {})
+	if !ok {
+		t.Fatal("TakeReaper refused")
+	}
+	return d, rp
+}
+
 // gatedConn is isertest's Conn whose TryPoll can be held at its start,
 // and which records a PollFd asked after Close (rdma.Conn's descriptor
 // number is free for reuse by then).
@@ -212,15 +228,7 @@ func (c *gatedConn) Close() error {
 // closed connection's number.
 func TestISERReaperFdOutlivesClose(t *testing.T) {
 	fc := &gatedConn{Conn: isertest.NewConn(64), inTry: make(chan struct{}, 1), gate: make(chan struct{})}
-	d, err := initiator.NewISERDatamover(fc, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.ReceiveInline(func(*pdu.PDU) error { return nil })
-	rp, ok := d.TakeReaper(func() {})
-	if !ok {
-		t.Fatal("TakeReaper refused")
-	}
+	d, rp := reapedDatamover(t, fc)
 	live := make(chan bool)
 	go func() { live <- rp.Reap() }()
 	<-fc.inTry // Reap found the connection live and polls
@@ -259,15 +267,7 @@ func (c slowCloseConn) Close() error {
 // Close drains the connection learns at once that it is closing; its Reap
 // does not sit out the drain on the ublk thread.
 func TestISERReapDoesNotWaitForCloseDrain(t *testing.T) {
-	d, err := initiator.NewISERDatamover(slowCloseConn{isertest.NewConn(64)}, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.ReceiveInline(func(*pdu.PDU) error { return nil })
-	rp, ok := d.TakeReaper(func() {})
-	if !ok {
-		t.Fatal("TakeReaper refused")
-	}
+	d, rp := reapedDatamover(t, slowCloseConn{isertest.NewConn(64)})
 	closed := make(chan struct{})
 	go func() { d.Close(); close(closed) }()
 	time.Sleep(50 * time.Millisecond) // Close is draining

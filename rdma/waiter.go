@@ -89,33 +89,19 @@ func (w *waiter) wait(ctx context.Context) (uint32, error) {
 		}
 		w.watched, w.unwatch = ctx, context.AfterFunc(ctx, w.wake)
 	}
-	var evs [4]syscall.EpollEvent
-	for {
-		n, err := syscall.EpollWait(w.epfd, evs[:], -1)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("epoll_wait: %w", err)
-		}
-		var tags uint32
-		for _, ev := range evs[:n] {
-			tags |= uint32(ev.Fd)
-		}
-		if tags&tagWake != 0 {
-			var buf [8]byte
-			syscall.Read(w.evfd, buf[:])
-		}
-		return tags, nil
-	}
+	return w.epoll(-1)
 }
 
 // ready returns the tags of what is ready now, without waiting; a wake
 // among them is taken back.
-func (w *waiter) ready() (uint32, error) {
+func (w *waiter) ready() (uint32, error) { return w.epoll(0) }
+
+// epoll waits up to msec milliseconds (-1: until something is ready) and
+// returns the tags of what is ready, taking a wake among them back.
+func (w *waiter) epoll(msec int) (uint32, error) {
 	var evs [4]syscall.EpollEvent
 	for {
-		n, err := syscall.EpollWait(w.epfd, evs[:], 0)
+		n, err := syscall.EpollWait(w.epfd, evs[:], msec)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
