@@ -56,6 +56,9 @@ type queue struct {
 	reqWrite []bool
 
 	reap reapState // the loop's hold on the backend's completions
+	// rawWait: the loop waits in raw system calls, keeping its P (see
+	// ring.enter); set when the queues leave the runtime a P besides.
+	rawWait bool
 
 	mu      sync.Mutex
 	done    []completion
@@ -215,6 +218,7 @@ func (q *queue) run() {
 		return
 	}
 	defer r.close()
+	r.rawWait = q.rawWait
 	defer q.reap.letGo() // before the ring closes: Release stops revoked calls
 
 	for tag := 0; tag < q.depth; tag++ {

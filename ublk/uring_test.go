@@ -2,9 +2,12 @@ package ublk
 
 import (
 	"errors"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The host kernel has io_uring: NOPs go round trip through a real ring, with
@@ -120,5 +123,56 @@ func TestRingSQESubmitting(t *testing.T) {
 	}
 	if r.ready() != 5 {
 		t.Fatalf("%d completions, want 5", r.ready())
+	}
+}
+
+// A loop waiting in a raw io_uring_enter keeps its P, but the runtime
+// still gets it back when it needs it: with that P the only one, a
+// garbage collection (a stop-the-world) and other goroutines still run
+// while the loop waits, and the loop still sees its completion.
+func TestRingRawWaitLeavesRuntimeRunning(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r, err := newRing(4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	r.rawWait = true
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	prepPollAdd(r.sqe(), efd, 7)
+	if err := r.enter(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan cqe, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := r.enter(1, 0); err != nil {
+			t.Error(err)
+		}
+		e, _ := r.peek()
+		got <- e
+	}()
+	time.Sleep(20 * time.Millisecond) // the loop waits by now
+	runtime.GC()
+	pong := make(chan int)
+	go func() { pong <- 1 }()
+	<-pong
+	select {
+	case e := <-got:
+		t.Fatalf("the wait ended early: %+v", e)
+	default:
+	}
+	var one [8]byte
+	one[0] = 1
+	if _, err := unix.Write(efd, one[:]); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-got; e.UserData != 7 {
+		t.Fatalf("completion %+v, want the eventfd poll's", e)
 	}
 }
