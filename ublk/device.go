@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,9 +264,6 @@ func (d *Device) attach(ctx context.Context) error {
 	if maxXfer >= maxIO {
 		maxXfer = 0
 	}
-	// Each queue loop keeps a P while it waits when that leaves one for
-	// the rest of the process (ring.enter).
-	rawWait := runtime.GOMAXPROCS(0) > int(d.info.NrHWQueues)
 	for i := 0; i < int(d.info.NrHWQueues); i++ {
 		bufs, err := newIOBuffers(d.b, depth, maxIO)
 		if err != nil {
@@ -278,7 +274,7 @@ func (d *Device) attach(ctx context.Context) error {
 			bufs.free()
 			return err
 		}
-		q.ctx, q.st, q.maxXfer, q.rawWait = d.ctx, &d.st, maxXfer, rawWait
+		q.ctx, q.st, q.maxXfer = d.ctx, &d.st, maxXfer
 		d.queues = append(d.queues, q)
 		go q.run()
 		select {

@@ -56,9 +56,6 @@ type queue struct {
 	reqWrite []bool
 
 	reap reapState // the loop's hold on the backend's completions
-	// rawWait: the loop waits in raw system calls, keeping its P (see
-	// ring.enter); set when the queues leave the runtime a P besides.
-	rawWait bool
 
 	mu      sync.Mutex
 	done    []completion
@@ -218,7 +215,7 @@ func (q *queue) run() {
 		return
 	}
 	defer r.close()
-	r.rawWait = q.rawWait
+	defer rawWaits.give(r)
 	defer q.reap.letGo() // before the ring closes: Release stops revoked calls
 
 	for tag := 0; tag < q.depth; tag++ {
@@ -247,6 +244,9 @@ func (q *queue) run() {
 		s.quit, s.gaveUp = q.quit.Load(), q.gaveUp()
 		if s.quit {
 			q.reap.drop(r) // ends come through the backend again, as a stop expects
+			rawWaits.give(r)
+		} else {
+			rawWaits.take(r)
 		}
 		if s.ended(time.Now()) {
 			return // the deferred ring close runs on this thread
