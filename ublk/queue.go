@@ -111,6 +111,20 @@ func (s drainState) ended(now time.Time) bool {
 	return s.inflight == 0 && (s.outstanding == 0 || now.Sub(s.lastRequest) >= quietPeriod)
 }
 
+// rawIdle is how long a loop keeps waiting in raw system calls
+// (ring.rawWait) after the driver last handed it a request. A raw wait
+// looks like a running goroutine to the scheduler's monitor, which
+// preempts it every 10 ms; each preemption is a round of thread hand-offs,
+// a waste on an idle device. So an idle loop waits the usual way, and the
+// first request after the pause costs the hand-offs once.
+const rawIdle = 20 * time.Millisecond
+
+// rawWait reports whether the loop should wait in a raw system call at
+// now: while serving, not while stopping or idle.
+func (s drainState) rawWait(now time.Time) bool {
+	return !s.quit && now.Sub(s.lastRequest) < rawIdle
+}
+
 func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*queue, error) {
 	off := int64(cmdBufOffset + id*cmdBufMaxSize(pageSize))
 	descs, err := unix.Mmap(charFd, off, cmdBufSize(depth, pageSize), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
@@ -242,13 +256,16 @@ func (q *queue) run() {
 			s.lastRequest = time.Now() // a dispatch may be under way: wait a quiet period
 		}
 		s.quit, s.gaveUp = q.quit.Load(), q.gaveUp()
+		now := time.Now()
 		if s.quit {
 			q.reap.drop(r) // ends come through the backend again, as a stop expects
-			rawWaits.give(r)
-		} else {
-			rawWaits.take(r)
 		}
-		if s.ended(time.Now()) {
+		if s.rawWait(now) {
+			rawWaits.take(r)
+		} else {
+			rawWaits.give(r)
+		}
+		if s.ended(now) {
 			return // the deferred ring close runs on this thread
 		}
 		// Submit the commits and the poll prepared below, wait for more;

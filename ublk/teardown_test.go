@@ -116,3 +116,23 @@ func TestQueueReleaseWaitsForAbandonedCall(t *testing.T) {
 		t.Errorf("%d completions recorded, want the abandoned call's 1", n)
 	}
 }
+
+// A loop waits raw (keeping its P) only while it serves requests: once
+// idle, or when stopping, it waits the usual way.
+func TestDrainStateRawWait(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name string
+		s    drainState
+		want bool
+	}{
+		{"serving", drainState{lastRequest: now.Add(-time.Millisecond)}, true},
+		{"idle", drainState{lastRequest: now.Add(-rawIdle)}, false},
+		{"never served", drainState{}, false},
+		{"stopping", drainState{quit: true, lastRequest: now}, false},
+	} {
+		if got := c.s.rawWait(now); got != c.want {
+			t.Errorf("%s: rawWait %v, want %v", c.name, got, c.want)
+		}
+	}
+}

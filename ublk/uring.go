@@ -259,7 +259,9 @@ func (r *ring) pending() uint32 { return r.tail - atomic.LoadUint32(r.sqHead) }
 // wait; twice per request at queue depth 1). The runtime still gets the
 // P when it needs it: a preemption (a stop-the-world, or the monitor's
 // every 10 ms for a goroutine that looks busy) is a signal, the wait
-// returns EINTR, and enter yields before waiting again.
+// returns EINTR, and enter yields and returns: the caller looks at the CQ
+// and decides how to wait next (queue.run waits the usual way once idle,
+// drainState.rawWait).
 func (r *ring) enter(minComplete uint32, timeout time.Duration) error {
 	atomic.StoreUint32(r.sqTail, r.tail)
 	for {
@@ -286,7 +288,11 @@ func (r *ring) enter(minComplete uint32, timeout time.Duration) error {
 			return nil
 		case syscall.EINTR:
 			if r.rawWait {
-				runtime.Gosched() // the preemption the signal asked for
+				// The preemption the signal asked for; then the caller
+				// decides again how to wait (an idle loop stops waiting
+				// raw: the monitor preempts it every 10 ms).
+				runtime.Gosched()
+				return nil
 			}
 			if r.ready() > 0 {
 				return nil

@@ -151,8 +151,10 @@ func TestRingRawWaitLeavesRuntimeRunning(t *testing.T) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := r.enter(1, 0); err != nil {
-			t.Error(err)
+		for r.ready() == 0 { // a preemption returns early (see below)
+			if err := r.enter(1, 0); err != nil {
+				t.Error(err)
+			}
 		}
 		e, _ := r.peek()
 		got <- e
@@ -174,5 +176,53 @@ func TestRingRawWaitLeavesRuntimeRunning(t *testing.T) {
 	}
 	if e := <-got; e.UserData != 7 {
 		t.Fatalf("completion %+v, want the eventfd poll's", e)
+	}
+}
+
+// A raw wait returns to its caller after a preemption, with nothing
+// completed, so that a loop gone idle can stop waiting raw (the monitor
+// would otherwise preempt it every 10 ms for as long as it waits).
+func TestRingRawWaitReturnsOnPreemption(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r, err := newRing(4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	r.rawWait = true
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	prepPollAdd(r.sqe(), efd, 7) // never fires
+	if err := r.enter(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan uint32, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := r.enter(1, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		returned <- r.ready()
+	}()
+	// With the only P held by the waiting loop, this goroutine runs again
+	// only once the monitor has preempted the loop.
+	time.Sleep(20 * time.Millisecond)
+	runtime.GC()
+	select {
+	case n := <-returned:
+		if n != 0 {
+			t.Fatalf("%d completions ready, want none", n)
+		}
+	case <-time.After(10 * time.Second):
+		var one [8]byte
+		one[0] = 1
+		_, _ = unix.Write(efd, one[:]) // let the waiter go
+		<-returned
+		t.Fatal("the raw wait went on waiting after a preemption")
 	}
 }
