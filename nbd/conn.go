@@ -54,6 +54,7 @@ type conn struct {
 	abandoned bool // waitAsync answered the rest: late IODones only release
 	asyncWG   sync.WaitGroup
 	jobs      chan job // to idle workers
+	rs        *reaper  // the writer reaps the backend's completions, or nil
 }
 
 // reply is one simple reply on its way to the writer.
@@ -167,6 +168,15 @@ func (s *stallConn) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		k := min(len(p), writeChunk)
 		c.armWrite()
+		if c.rs != nil {
+			// A writer that reaps must not wait for the client while it
+			// holds the backend's completions (reaper).
+			if m := c.rs.writeNow(p[:k]); m > 0 {
+				n += m
+				p = p[m:]
+				continue
+			}
+		}
 		m, err := c.nc.Write(p[:k])
 		n += m
 		if err != nil {

@@ -70,21 +70,32 @@ func (ts *testServer) uri(name string) string {
 func memExport(name string, cfg nbdtest.Config) (Export, *nbdtest.Memory) {
 	m := nbdtest.NewMemory(cfg)
 	var b Backend = m
-	if asyncBackends {
+	switch {
+	case reapingBackends:
+		b = m.Reaping()
+	case asyncBackends:
 		b = m.Async()
 	}
 	return Export{Name: name, Description: "test export " + name, Backend: b}, m
 }
 
-// asyncBackends makes memExport's backends blockdev.Async (bothPaths).
-var asyncBackends bool
+// asyncBackends makes memExport's backends blockdev.Async, and
+// reapingBackends also blockdev.Reaping, whose completions the writer
+// reaps (bothPaths).
+var asyncBackends, reapingBackends bool
 
-// bothPaths runs f with blocking backends, then with blockdev.Async ones.
+// bothPaths runs f with blocking backends, then with blockdev.Async ones,
+// then with ones whose completions the connection's writer reaps.
 func bothPaths(t *testing.T, f func(t *testing.T)) {
 	t.Run("blocking", f)
 	t.Run("async", func(t *testing.T) {
 		asyncBackends = true
 		defer func() { asyncBackends = false }()
+		f(t)
+	})
+	t.Run("reaped", func(t *testing.T) {
+		reapingBackends = true
+		defer func() { reapingBackends = false }()
 		f(t)
 	})
 }

@@ -24,6 +24,9 @@ func (c *conn) transmit() error {
 	// channel never holds more than MaxInFlight replies and sends never
 	// block.
 	c.replies = make(chan reply, c.srv.opts.MaxInFlight)
+	if c.async != nil {
+		c.rs = newReaper(c.exp.Backend, c.nc)
+	}
 	c.jobs = make(chan job)
 	defer close(c.jobs) // idle workers exit (after workers.Wait below)
 	writerDone := make(chan error, 1)
@@ -36,7 +39,7 @@ func (c *conn) transmit() error {
 	// let the writer drain and flush.
 	c.workers.Wait()
 	c.waitAsync()
-	close(c.replies)
+	c.closeReplies()
 	werr := <-writerDone
 	if rerr != nil {
 		return rerr
@@ -109,7 +112,7 @@ func (c *conn) accept(req request) error {
 		}
 		c.log.Debug().Uint16("type", req.Type).Uint64("offset", req.Offset).
 			Uint32("length", req.Length).Uint32("errno", errno).Msg("nbd request rejected")
-		c.replies <- reply{handle: req.Handle, errno: errno}
+		c.queueReply(reply{handle: req.Handle, errno: errno})
 		return nil
 	}
 	var buf *[]byte
@@ -198,7 +201,7 @@ func (c *conn) work(req request, buf *[]byte, cost int64) {
 	} else if req.Type == cmdRead {
 		r.data = *buf
 	}
-	c.replies <- r
+	c.queueReply(r)
 }
 
 // asyncReq is a READ or WRITE started through the export's
@@ -255,7 +258,7 @@ func (x *asyncReq) IODone(_ uint32, err error) {
 	c.asyncMu.Lock()
 	answered := c.abandoned
 	if !answered {
-		c.replies <- r // never blocks: its budget slot is held
+		c.queueReply(r) // never blocks: its budget slot is held
 	}
 	c.asyncMu.Unlock()
 	if answered {
@@ -288,7 +291,7 @@ func (c *conn) waitAsync() {
 	defer c.asyncMu.Unlock()
 	c.abandoned = true
 	for x := range c.asyncs {
-		c.replies <- reply{handle: x.req.Handle, errno: errShutdown}
+		c.queueReply(reply{handle: x.req.Handle, errno: errShutdown})
 	}
 }
 
@@ -351,7 +354,14 @@ func (c *conn) writeReplies() error {
 	var werr error
 	var hdr [replyHeaderLen]byte
 	c.sc.paced = true // this goroutine is now the only writer
-	for r := range c.replies {
+	if c.rs != nil {
+		defer c.rs.close()
+	}
+	for {
+		r, ok := c.nextReply()
+		if !ok {
+			break
+		}
 		if werr == nil {
 			putSimpleReply(hdr[:], r.errno, r.handle)
 			_, werr = c.bw.Write(hdr[:])
@@ -385,4 +395,49 @@ func (c *conn) writeReplies() error {
 		return nil
 	}
 	return werr
+}
+
+// queueReply hands r to the writer. It never blocks: r holds a budget slot
+// (or, for the ESHUTDOWN answers of waitAsync, its request's).
+func (c *conn) queueReply(r reply) {
+	c.replies <- r
+	if c.rs != nil {
+		c.rs.queued.Add(1)
+		c.rs.wake()
+	}
+}
+
+// closeReplies ends the writer once it has sent what is queued.
+func (c *conn) closeReplies() {
+	close(c.replies)
+	if c.rs != nil {
+		c.rs.queued.Add(1)
+		c.rs.wake()
+	}
+}
+
+// nextReply returns the next reply to send, waiting for one; false once
+// the queue is closed and empty. A writer that reaps the backend's
+// completions (reaper) runs them while it waits.
+func (c *conn) nextReply() (reply, bool) {
+	rs := c.rs
+	for {
+		select {
+		case r, ok := <-c.replies:
+			if ok && rs != nil {
+				rs.queued.Add(-1)
+			}
+			return r, ok
+		default:
+		}
+		// Nothing queued, and all written: the writer flushes whenever
+		// it finds the queue empty.
+		if rs == nil || !rs.wait() {
+			r, ok := <-c.replies
+			if ok && rs != nil {
+				rs.queued.Add(-1)
+			}
+			return r, ok
+		}
+	}
 }

@@ -1,0 +1,118 @@
+package nbd
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/iser-attach/iser-attach/nbd/nbdtest"
+)
+
+// reapingExport is an export whose backend hands its completions over.
+func reapingExport(t *testing.T, size int64) (*testServer, *nbdtest.ReapingMemory, *nbdtest.Memory) {
+	m := nbdtest.NewMemory(nbdtest.Config{Size: size, BlockSize: 512})
+	pat := make([]byte, size)
+	for i := range pat {
+		pat[i] = byte(i * 7)
+	}
+	m.Poke(0, pat)
+	rm := m.Reaping()
+	ts := startServer(t, []Export{{Name: "r", Backend: rm}}, Options{})
+	return ts, rm, m
+}
+
+// eventually waits for cond, failing the test after 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+	}
+}
+
+// The writer takes the backend's completions over and runs them itself:
+// no read's end goes through the backend's own goroutine.
+func TestWriterReapsCompletions(t *testing.T) {
+	ts, rm, m := reapingExport(t, 1<<20)
+	mem := m.Bytes()
+	c := dialRaw(t, ts.sock)
+	c.goExport("r")
+	eventually(t, "the writer holds the reaper", rm.Held)
+	const n, depth = 64, 8
+	lens := map[uint64]int{}
+	sent := 0
+	for done := 0; done < n; done++ {
+		for ; sent < n && sent-done < depth; sent++ {
+			lens[uint64(sent)] = 4096
+			c.send(request{Type: cmdRead, Handle: uint64(sent), Offset: uint64(sent%256) * 4096, Length: 4096}, nil)
+		}
+		h, errno, data := c.readReply(lens)
+		if errno != 0 {
+			t.Fatalf("read %d: errno %d", h, errno)
+		}
+		off := (h % 256) * 4096
+		if !bytes.Equal(data, mem[off:off+4096]) {
+			t.Fatalf("read %d: wrong data", h)
+		}
+		delete(lens, h)
+	}
+	st := rm.ReapStats()
+	if st.Reaped != n || st.Direct != 0 || st.Takes != 1 {
+		t.Fatalf("%+v: want all %d reaped by the writer, with one take", st, n)
+	}
+}
+
+// A writer about to wait for a client that does not take its replies
+// first gives the completions back: the backend's goroutine completes
+// meanwhile, so no command waits on a slow client.
+func TestWriterReleasesCompletionsToSlowClient(t *testing.T) {
+	ts, rm, m := reapingExport(t, 32<<20)
+	c := dialRaw(t, ts.sock)
+	c.goExport("r")
+	eventually(t, "the writer holds the reaper", rm.Held)
+	const n, size = 16, 1 << 20 // far more than the socket buffers
+	lens := map[uint64]int{}
+	for i := 0; i < n; i++ {
+		lens[uint64(i)] = size
+		c.send(request{Type: cmdRead, Handle: uint64(i), Offset: uint64(i) * size, Length: size}, nil)
+	}
+	eventually(t, "the blocked writer releases the reaper", func() bool { return !rm.Held() })
+	eventually(t, "the backend's goroutine completes the rest", func() bool {
+		st := rm.ReapStats()
+		return st.Reaped+st.Direct == n
+	})
+	mem := m.Bytes()
+	for i := 0; i < n; i++ {
+		h, errno, data := c.readReply(lens)
+		if errno != 0 || !bytes.Equal(data, mem[h*size:(h+1)*size]) {
+			t.Fatalf("read %d: errno %d, or wrong data", h, errno)
+		}
+	}
+	if st := rm.ReapStats(); st.Direct == 0 || st.Releases == 0 {
+		t.Fatalf("%+v: want completions through the backend's goroutine after a release", st)
+	}
+	// Idle again, the writer takes the completions back.
+	eventually(t, "the idle writer takes the reaper again", rm.Held)
+	if errno, _ := c.do(request{Type: cmdRead, Handle: 99, Length: 4096}, nil); errno != 0 {
+		t.Fatalf("read after: errno %d", errno)
+	}
+}
+
+// When the backend takes its completion source back (its connection
+// ended), the writer lets it go and asks again once idle; replies keep
+// coming in between.
+func TestWriterRevokedReaper(t *testing.T) {
+	ts, rm, _ := reapingExport(t, 1<<20)
+	c := dialRaw(t, ts.sock)
+	c.goExport("r")
+	eventually(t, "the writer holds the reaper", rm.Held)
+	rm.Revoke()
+	eventually(t, "the writer releases a revoked reaper", func() bool { return rm.ReapStats().Releases == 1 })
+	for i := 0; i < 4; i++ {
+		if errno, _ := c.do(request{Type: cmdRead, Handle: uint64(i), Length: 4096}, nil); errno != 0 {
+			t.Fatalf("read %d: errno %d", i, errno)
+		}
+	}
+	eventually(t, "the writer takes the reaper again", func() bool { return rm.ReapStats().Takes == 2 && rm.Held() })
+}
