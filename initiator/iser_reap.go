@@ -3,6 +3,7 @@ package initiator
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +38,10 @@ type iserReaper struct {
 	// descriptor number be reused) while the loop still holds r.
 	fd       int
 	released bool // the loop's: Release is idempotent
+	// ended is set, under d.mu, once r no longer holds a live connection:
+	// the connection fails or closes (revokeLocked), or Release. Reap
+	// looks at it without the lock, twice per call.
+	ended atomic.Bool
 }
 
 // TakeReaper hands the completion queue to a loop (see blockdev.Reaping):
@@ -102,11 +107,7 @@ func (r *iserReaper) Reap() bool {
 }
 
 // live reports whether r still holds a connection that is not closing.
-func (r *iserReaper) live() bool {
-	r.d.mu.Lock()
-	defer r.d.mu.Unlock()
-	return r.d.reaper == r && !r.d.closed
-}
+func (r *iserReaper) live() bool { return !r.ended.Load() }
 
 // Release implements blockdev.Reaper: the poller takes the CQ back, and
 // Fd is closed. After it returns revoked is not called any more.
@@ -118,6 +119,7 @@ func (r *iserReaper) Release() {
 	r.released = true
 	d := r.d
 	d.mu.Lock()
+	r.ended.Store(true)
 	if d.reaper == r {
 		d.reaper = nil
 		select {
@@ -133,6 +135,7 @@ func (r *iserReaper) Release() {
 // is going away (d.mu held: a Release cannot slip in between).
 func (d *ISERDatamover) revokeLocked() {
 	if d.reaper != nil {
+		d.reaper.ended.Store(true)
 		d.reaper.revoked()
 	}
 }
