@@ -44,7 +44,10 @@
 //
 //   - one writer goroutine, the only writer to the socket, which sends the
 //     replies in completion order (out of order with respect to requests)
-//     and flushes when its queue is empty; and
+//     and flushes when its queue is empty; when the backend hands its
+//     completions over (blockdev.Reaping), the writer reaps them itself
+//     while it waits, and gives them back before it waits for a client
+//     slow to take its replies (reap.go); and
 //   - one worker goroutine per request in flight, which calls the Backend
 //     (splitting READ/WRITE into Backend.MaxTransfer pieces) and queues the
 //     reply.
