@@ -4,10 +4,12 @@ import (
 	"errors"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/iser-attach/iser-attach/blockdev"
+	"github.com/iser-attach/iser-attach/internal/rawwait"
 )
 
 // reaper lets a connection's writer reap the backend's completions itself
@@ -40,6 +42,9 @@ type reaper struct {
 	queued   atomic.Int32
 	revoked  atomic.Bool // the backend takes its source back
 	onRevoke func()      // passed to Reaper, made once
+
+	slot rawwait.Slot // poll raw while busy (rawwait)
+	busy time.Time    // when a wait last ended with work
 }
 
 // newReaper returns a reaper for the connection's writer, or nil when the
@@ -74,6 +79,7 @@ func newReaper(b Backend, nc any) *reaper {
 // as it ends.
 func (r *reaper) close() {
 	r.drop()
+	rawwait.Process.Give(&r.slot)
 	unix.Close(r.efd)
 }
 
@@ -134,15 +140,21 @@ func (r *reaper) wait() bool {
 		{Fd: int32(r.held.Fd()), Events: unix.POLLIN},
 		{Fd: int32(r.efd), Events: unix.POLLIN},
 	}
-	_, err := unix.Poll(fds[:], -1)
+	if time.Since(r.busy) < rawwait.Idle {
+		rawwait.Process.Take(&r.slot)
+	} else {
+		rawwait.Process.Give(&r.slot)
+	}
+	_, err := rawwait.Poll(&r.slot, fds[:])
 	r.sleeping.Store(false)
 	if err != nil {
 		if errors.Is(err, unix.EINTR) {
-			return true
+			return true // a preemption, maybe: decide again how to wait
 		}
 		r.drop() // not expected: the backend's goroutine completes
 		return true
 	}
+	r.busy = time.Now()
 	if fds[1].Revents != 0 {
 		var buf [8]byte
 		_, _ = unix.Read(r.efd, buf[:])

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iser-attach/iser-attach/blockdev"
+	"github.com/iser-attach/iser-attach/internal/rawwait"
 )
 
 // completion is a served request waiting for its COMMIT_AND_FETCH.
@@ -111,18 +112,11 @@ func (s drainState) ended(now time.Time) bool {
 	return s.inflight == 0 && (s.outstanding == 0 || now.Sub(s.lastRequest) >= quietPeriod)
 }
 
-// rawIdle is how long a loop keeps waiting in raw system calls
-// (ring.rawWait) after the driver last handed it a request. A raw wait
-// looks like a running goroutine to the scheduler's monitor, which
-// preempts it every 10 ms; each preemption is a round of thread hand-offs,
-// a waste on an idle device. So an idle loop waits the usual way, and the
-// first request after the pause costs the hand-offs once.
-const rawIdle = 20 * time.Millisecond
-
 // rawWait reports whether the loop should wait in a raw system call at
-// now: while serving, not while stopping or idle.
+// now (ring.rawWait): while serving, not while stopping, and not once
+// idle for rawwait.Idle (the monitor would preempt the wait every 10 ms).
 func (s drainState) rawWait(now time.Time) bool {
-	return !s.quit && now.Sub(s.lastRequest) < rawIdle
+	return !s.quit && now.Sub(s.lastRequest) < rawwait.Idle
 }
 
 func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*queue, error) {
@@ -229,7 +223,8 @@ func (q *queue) run() {
 		return
 	}
 	defer r.close()
-	defer rawWaits.give(r)
+	var raw rawwait.Slot
+	defer rawwait.Process.Give(&raw)
 	defer q.reap.letGo() // before the ring closes: Release stops revoked calls
 
 	for tag := 0; tag < q.depth; tag++ {
@@ -261,10 +256,11 @@ func (q *queue) run() {
 			q.reap.drop(r) // ends come through the backend again, as a stop expects
 		}
 		if s.rawWait(now) {
-			rawWaits.take(r)
+			rawwait.Process.Take(&raw)
 		} else {
-			rawWaits.give(r)
+			rawwait.Process.Give(&raw)
 		}
+		r.rawWait = raw.Held()
 		if s.ended(now) {
 			return // the deferred ring close runs on this thread
 		}

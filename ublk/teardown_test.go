@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iser-attach/iser-attach/internal/rawwait"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -127,7 +129,7 @@ func TestDrainStateRawWait(t *testing.T) {
 		want bool
 	}{
 		{"serving", drainState{lastRequest: now.Add(-time.Millisecond)}, true},
-		{"idle", drainState{lastRequest: now.Add(-rawIdle)}, false},
+		{"idle", drainState{lastRequest: now.Add(-rawwait.Idle)}, false},
 		{"never served", drainState{}, false},
 		{"stopping", drainState{quit: true, lastRequest: now}, false},
 	} {

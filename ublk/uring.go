@@ -104,7 +104,7 @@ type ring struct {
 	singleMmap bool
 
 	// rawWait makes enter wait without telling the Go scheduler (see
-	// enter): for a loop that has a P to itself.
+	// enter): for a loop holding a rawwait.Slot.
 	rawWait bool
 
 	tail uint32 // our copy of the SQ tail (entries prepared so far)
