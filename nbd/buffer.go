@@ -75,6 +75,17 @@ func (b *budget) acquire(stop <-chan struct{}) bool {
 	}
 }
 
+// tryAcquire takes one slot if one is free.
+func (b *budget) tryAcquire() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.slots > 0 {
+		b.slots--
+		return true
+	}
+	return false
+}
+
 // release returns one slot.
 func (b *budget) release() {
 	b.mu.Lock()
@@ -143,6 +154,20 @@ func (b *byteBudget) acquire(n int64, stop <-chan struct{}) bool {
 		}
 	}
 	b.grant() // the next in line may fit now
+	return false
+}
+
+// tryAcquire takes n bytes if they are free and nobody waits.
+func (b *byteBudget) tryAcquire(n int64) bool {
+	if n == 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 && b.held+n <= b.limit {
+		b.take(n)
+		return true
+	}
 	return false
 }
 

@@ -190,8 +190,14 @@ func TestNbdcopy(t *testing.T) {
 		if st.MaxWriteLen > 256<<10 || st.MaxReadLen > 256<<10 {
 			t.Errorf("requests not split to MaxTransfer: max write %d, read %d", st.MaxWriteLen, st.MaxReadLen)
 		}
-		if st.MaxInFlight < 2 {
-			t.Errorf("nbdcopy never had two requests in flight (max %d)", st.MaxInFlight)
+		inFlight := st.MaxInFlight
+		if rm, ok := e.Backend.(*nbdtest.ReapingMemory); ok {
+			// Its calls are short, and the writer polling raw holds one
+			// of the two Ps: count requests, not running calls.
+			inFlight = rm.ReapStats().MaxPending
+		}
+		if inFlight < 2 {
+			t.Errorf("nbdcopy never had two requests in flight (max %d)", inFlight)
 		}
 		checkNoViolations(t, mem)
 	})

@@ -55,6 +55,11 @@ type conn struct {
 	asyncWG   sync.WaitGroup
 	jobs      chan job // to idle workers
 	rs        *reaper  // the writer reaps the backend's completions, or nil
+	// The reader's batch (batch.go): requests started from what one
+	// socket read brought are posted together.
+	batcher blockdev.Batcher
+	batch   blockdev.Batch
+	batched bool // a batch is open
 }
 
 // reply is one simple reply on its way to the writer.
@@ -217,6 +222,9 @@ func (c *conn) serve() {
 	}
 	c.exp, c.geo = exp, g
 	c.async, _ = exp.Backend.(blockdev.Async)
+	if c.async != nil {
+		c.batcher, _ = exp.Backend.(blockdev.Batcher)
+	}
 	c.log = c.log.With().Str("export", exp.Name).Logger()
 	c.log.Info().Int64("size", g.size).Uint32("block_size", g.minBlock).
 		Bool("read_only", g.readOnly).Msg("nbd client attached")

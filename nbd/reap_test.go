@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -72,15 +73,24 @@ func TestWriterReleasesCompletionsToSlowClient(t *testing.T) {
 	c.goExport("r")
 	eventually(t, "the writer holds the reaper", rm.Held)
 	const n, size = 16, 1 << 20 // far more than the socket buffers
+	// The first 4 reads fill the socket; the rest end only once the
+	// writer waits for the client.
+	gate := make(chan struct{})
+	m.SetHook(func(_ context.Context, op nbdtest.Op, off, _ int64) error {
+		if off >= 4*size {
+			<-gate
+		}
+		return nil
+	})
 	lens := map[uint64]int{}
 	for i := 0; i < n; i++ {
 		lens[uint64(i)] = size
 		c.send(request{Type: cmdRead, Handle: uint64(i), Offset: uint64(i) * size, Length: size}, nil)
 	}
 	eventually(t, "the blocked writer releases the reaper", func() bool { return !rm.Held() })
+	close(gate)
 	eventually(t, "the backend's goroutine completes the rest", func() bool {
-		st := rm.ReapStats()
-		return st.Reaped+st.Direct == n
+		return rm.ReapStats().Direct >= n-4
 	})
 	mem := m.Bytes()
 	for i := 0; i < n; i++ {
@@ -88,9 +98,6 @@ func TestWriterReleasesCompletionsToSlowClient(t *testing.T) {
 		if errno != 0 || !bytes.Equal(data, mem[h*size:(h+1)*size]) {
 			t.Fatalf("read %d: errno %d, or wrong data", h, errno)
 		}
-	}
-	if st := rm.ReapStats(); st.Direct == 0 || st.Releases == 0 {
-		t.Fatalf("%+v: want completions through the backend's goroutine after a release", st)
 	}
 	// Idle again, the writer takes the completions back.
 	eventually(t, "the idle writer takes the reaper again", rm.Held)

@@ -50,12 +50,16 @@ func (c *conn) transmit() error {
 // readRequests is the reader loop. Between requests it waits without a
 // deadline: an idle client is not an error.
 func (c *conn) readRequests() error {
+	defer c.endBatch()
 	var hb [requestHeaderLen]byte
 	for {
 		// A stop whose past deadline readPayload cleared again is seen
 		// here rather than lost.
 		if c.stopping.Load() {
 			return nil
+		}
+		if c.br.Buffered() < requestHeaderLen {
+			c.endBatch() // the read may wait
 		}
 		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
 			if c.stopping.Load() || errors.Is(err, io.EOF) {
@@ -91,12 +95,21 @@ func (c *conn) accept(req request) error {
 	// Wait for a request slot and for the payload bytes before reading the
 	// payload or allocating its buffer: this is the backpressure that
 	// bounds memory and in-flight requests.
-	if !c.budget.acquire(c.stopCh) {
-		return errStopped
+	if !c.budget.tryAcquire() {
+		c.endBatch()
+		if !c.budget.acquire(c.stopCh) {
+			return errStopped
+		}
 	}
-	if !c.srv.bytes.acquire(cost, c.stopCh) {
-		c.budget.release()
-		return errStopped
+	if !c.srv.bytes.tryAcquire(cost) {
+		c.endBatch()
+		if !c.srv.bytes.acquire(cost, c.stopCh) {
+			c.budget.release()
+			return errStopped
+		}
+	}
+	if req.hasPayload() && c.br.Buffered() < int(req.Length) {
+		c.endBatch() // reading the payload may wait
 	}
 	if errno != 0 {
 		if req.hasPayload() {
@@ -227,6 +240,7 @@ func (c *conn) startAsync(req request, buf *[]byte, cost int64) {
 	c.asyncs[x] = struct{}{}
 	c.asyncMu.Unlock()
 	c.asyncWG.Add(1)
+	c.beginBatch()
 	if req.Type == cmdWrite {
 		c.async.StartWrite(*buf, int64(req.Offset), req.Flags&cmdFlagFUA != 0, x, 0)
 	} else {

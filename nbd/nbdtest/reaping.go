@@ -29,6 +29,8 @@ type ReapingMemory struct {
 	direct   atomic.Int64
 	takes    atomic.Int64
 	releases atomic.Int64
+	pending  atomic.Int64 // started, IODone not yet returned
+	maxPend  atomic.Int64
 }
 
 type completion struct {
@@ -44,12 +46,13 @@ func (m *Memory) Reaping() *ReapingMemory { return &ReapingMemory{AsyncMemory: m
 type ReapStats struct {
 	Reaped, Direct  int64 // IODone calls from Reap, and from the backend's goroutines
 	Takes, Releases int64
+	MaxPending      int64 // most requests started and not yet ended at once
 }
 
 // ReapStats returns the counts so far.
 func (r *ReapingMemory) ReapStats() ReapStats {
 	return ReapStats{Reaped: r.reaped.Load(), Direct: r.direct.Load(),
-		Takes: r.takes.Load(), Releases: r.releases.Load()}
+		Takes: r.takes.Load(), Releases: r.releases.Load(), MaxPending: r.maxPend.Load()}
 }
 
 // Held reports whether a Reaper is held.
@@ -61,6 +64,7 @@ func (r *ReapingMemory) Held() bool {
 
 // StartRead implements blockdev.Async.
 func (r *ReapingMemory) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
+	r.started()
 	go func() {
 		r.finish(done, tag, blockdev.Split(p, off, int(r.cfg.MaxTransfer), func(p []byte, off int64) error {
 			return r.ReadAt(context.Background(), p, off)
@@ -70,11 +74,28 @@ func (r *ReapingMemory) StartRead(p []byte, off int64, done blockdev.Done, tag u
 
 // StartWrite implements blockdev.Async.
 func (r *ReapingMemory) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag uint32) {
+	r.started()
 	go func() {
 		r.finish(done, tag, blockdev.Split(p, off, int(r.cfg.MaxTransfer), func(p []byte, off int64) error {
 			return r.WriteAt(context.Background(), p, off, fua)
 		}))
 	}()
+}
+
+func (r *ReapingMemory) started() {
+	n := r.pending.Add(1)
+	for {
+		m := r.maxPend.Load()
+		if n <= m || r.maxPend.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+// end runs a request's IODone.
+func (r *ReapingMemory) end(c completion) {
+	c.done.IODone(c.tag, c.err)
+	r.pending.Add(-1)
 }
 
 func (r *ReapingMemory) finish(done blockdev.Done, tag uint32, err error) {
@@ -89,7 +110,7 @@ func (r *ReapingMemory) finish(done blockdev.Done, tag uint32, err error) {
 	}
 	r.mu.Unlock()
 	r.direct.Add(1)
-	done.IODone(tag, err)
+	r.end(completion{done, tag, err})
 }
 
 // Reaper implements blockdev.Reaping.
@@ -137,7 +158,7 @@ func (h memReaper) Reap() bool {
 	r.mu.Unlock()
 	for _, c := range q {
 		r.reaped.Add(1)
-		c.done.IODone(c.tag, c.err)
+		r.end(c)
 	}
 	return !ended
 }
@@ -154,7 +175,7 @@ func (h memReaper) Release() {
 	go func() { // the backend's goroutine completes what was left
 		for _, c := range q {
 			r.direct.Add(1)
-			c.done.IODone(c.tag, c.err)
+			r.end(c)
 		}
 	}()
 }
