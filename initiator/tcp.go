@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
@@ -31,6 +33,13 @@ type TCPDatamover struct {
 	wake   *sync.Cond
 	werr   error // first write error; sticky
 	closed bool
+	// Inline writes (tcp_kick.go): writing is set while the writer
+	// goroutine or a Kick writes the socket; plugs counts open batches.
+	writing bool
+	inline  bool // the writing is a Kick's (which never waits)
+	plugs   int
+	raw     syscall.RawConn // nil: only the writer goroutine writes
+	handed  atomic.Uint64   // writes left to the writer goroutine
 
 	closeOnce sync.Once
 	writerOut chan struct{}
@@ -73,6 +82,9 @@ func NewTCPDatamover(c net.Conn) *TCPDatamover {
 		writerOut: make(chan struct{}),
 	}
 	d.wake = sync.NewCond(&d.mu)
+	if sc, ok := c.(syscall.Conn); ok {
+		d.raw, _ = sc.SyscallConn()
+	}
 	go d.writer()
 	return d
 }
@@ -122,6 +134,13 @@ func (d *TCPDatamover) Close() error {
 		d.mu.Unlock()
 		_ = d.conn.Close()
 		<-d.writerOut
+		// A Kick writing inline ends soon (it never waits, and the socket
+		// is closed); after Close no buffer is read any more.
+		d.mu.Lock()
+		for d.writing {
+			d.wake.Wait()
+		}
+		d.mu.Unlock()
 	})
 	return nil
 }
@@ -131,7 +150,7 @@ func (d *TCPDatamover) writer() {
 	defer close(d.writerOut)
 	for {
 		d.mu.Lock()
-		for len(d.queue) == 0 && !d.closed {
+		for (len(d.queue) == 0 || d.writing) && !d.closed {
 			d.wake.Wait()
 		}
 		if d.closed {
@@ -139,10 +158,14 @@ func (d *TCPDatamover) writer() {
 			return
 		}
 		bufs := d.queue
-		d.queue = nil
+		d.queue, d.writing = nil, true
 		d.mu.Unlock()
-		if _, err := bufs.WriteTo(d.conn); err != nil {
-			d.mu.Lock()
+		d.handed.Add(1)
+		_, err := bufs.WriteTo(d.conn)
+		d.mu.Lock()
+		d.writing = false
+		d.wake.Broadcast() // Close may wait for the write to end
+		if err != nil {
 			if d.werr == nil {
 				d.werr = fmt.Errorf("iscsi/tcp write: %w", err)
 			}
@@ -151,6 +174,7 @@ func (d *TCPDatamover) writer() {
 			_ = d.conn.Close()
 			return
 		}
+		d.mu.Unlock()
 	}
 }
 
@@ -191,18 +215,20 @@ func (d *TCPDatamover) enqueueLocked(bhs *pdu.BHS, ahs, data []byte) error {
 			d.queue = append(d.queue, tail)
 		}
 	}
-	d.wake.Signal()
 	return nil
 }
 
-// SendPDU implements Datamover.
+// SendPDU implements Datamover: the writer goroutine sends it.
 func (d *TCPDatamover) SendPDU(p *pdu.PDU) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.enqueueLocked(&p.BHS, p.AHS, p.Data)
+	err := d.enqueueLocked(&p.BHS, p.AHS, p.Data)
+	d.wake.Signal()
+	return err
 }
 
-// SendCommand implements Datamover.
+// SendCommand implements Datamover. The session's Kick, after its lock,
+// sends the command (tcp_kick.go).
 func (d *TCPDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -256,6 +282,11 @@ func (d *TCPDatamover) sendDataOutLocked(t *Task, ttt, off, n, expStatSN uint32)
 // TaskDone implements Datamover. It waits for a placement in progress.
 func (d *TCPDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
+	// A Kick may be writing t's data just now (a target may end a write
+	// before it has all of it); it never waits, so neither does this.
+	for d.inline {
+		d.wake.Wait()
+	}
 	if d.tasks[t.ITT] == t {
 		delete(d.tasks, t.ITT)
 	}
@@ -483,5 +514,7 @@ func (d *TCPDatamover) handleR2T(p *pdu.PDU) error {
 			r.DesiredDataTransferLength, d.params.MaxBurstLength)
 	}
 	st := t.dm.(*tcpTaskState)
-	return d.sendDataOutLocked(t, r.TTT, r.BufferOffset, r.DesiredDataTransferLength, st.cmd.ExpStatSN)
+	err := d.sendDataOutLocked(t, r.TTT, r.BufferOffset, r.DesiredDataTransferLength, st.cmd.ExpStatSN)
+	d.wake.Signal() // the reader never writes: answering must not block it
+	return err
 }
