@@ -126,27 +126,34 @@ func TestRingSQESubmitting(t *testing.T) {
 	}
 }
 
+// rawWaitRing returns a ring that waits raw, with a poll (user data 7)
+// armed on the returned eventfd; both are closed when t ends.
+func rawWaitRing(t *testing.T) (*ring, int) {
+	r, err := newRing(4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.close() })
+	r.rawWait = true
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(efd) })
+	prepPollAdd(r.sqe(), efd, 7)
+	if err := r.enter(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	return r, efd
+}
+
 // A loop waiting in a raw io_uring_enter keeps its P, but the runtime
 // still gets it back when it needs it: with that P the only one, a
 // garbage collection (a stop-the-world) and other goroutines still run
 // while the loop waits, and the loop still sees its completion.
 func TestRingRawWaitLeavesRuntimeRunning(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	r, err := newRing(4, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	r.rawWait = true
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
-	prepPollAdd(r.sqe(), efd, 7)
-	if err := r.enter(0, 0); err != nil {
-		t.Fatal(err)
-	}
+	r, efd := rawWaitRing(t)
 	got := make(chan cqe, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -184,21 +191,7 @@ func TestRingRawWaitLeavesRuntimeRunning(t *testing.T) {
 // would otherwise preempt it every 10 ms for as long as it waits).
 func TestRingRawWaitReturnsOnPreemption(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	r, err := newRing(4, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	r.rawWait = true
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
-	prepPollAdd(r.sqe(), efd, 7) // never fires
-	if err := r.enter(0, 0); err != nil {
-		t.Fatal(err)
-	}
+	r, efd := rawWaitRing(t) // the poll never fires
 	returned := make(chan uint32, 1)
 	go func() {
 		runtime.LockOSThread()
