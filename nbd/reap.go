@@ -124,6 +124,7 @@ func (r *reaper) drop() {
 // writer holds no source: the caller then waits on the reply queue.
 func (r *reaper) wait() bool {
 	if !r.take() {
+		rawwait.Process.Give(&r.slot) // the caller waits the usual way
 		return false
 	}
 	if r.revoked.Load() {
@@ -188,6 +189,7 @@ func (r *reaper) writeNow(p []byte) int {
 	})
 	if err != nil || n < len(p) {
 		r.drop() // the blocking write that follows reports any error
+		rawwait.Process.Give(&r.slot)
 	}
 	return n
 }
