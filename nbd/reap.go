@@ -75,17 +75,28 @@ func newReaper(b Backend, nc any) *reaper {
 	return r
 }
 
-// close gives the source back and closes the eventfd; the writer calls it
-// as it ends.
-func (r *reaper) close() {
+// release gives the source and the raw-wait slot back; the writer calls
+// it as it ends.
+func (r *reaper) release() {
 	r.drop()
 	rawwait.Process.Give(&r.slot)
-	unix.Close(r.efd)
 }
+
+// close closes the eventfd. transmit calls it once the writer has ended and
+// the reply queue is closed: nobody wakes the writer any more (closeReplies
+// is the last, on transmit's goroutine; a revoke comes before Release).
+func (r *reaper) close() { unix.Close(r.efd) }
+
+// testWakeGap, when set by a test, runs in wake between seeing the writer
+// asleep and writing the eventfd.
+var testWakeGap func(efd int)
 
 // wake ends the writer's poll, if it sleeps.
 func (r *reaper) wake() {
 	if r.sleeping.Load() {
+		if testWakeGap != nil {
+			testWakeGap(r.efd)
+		}
 		var one [8]byte
 		one[0] = 1
 		_, _ = unix.Write(r.efd, one[:])

@@ -3,8 +3,11 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/iser-attach/iser-attach/nbd/nbdtest"
 )
@@ -122,4 +125,43 @@ func TestWriterRevokedReaper(t *testing.T) {
 		}
 	}
 	eventually(t, "the writer takes the reaper again", func() bool { return rm.ReapStats().Takes == 2 && rm.Held() })
+}
+
+// The writer's eventfd stays open until transmit has ended the writer and
+// closed the reply queue: closeReplies may still be about to wake a writer
+// that another wake-up already ended, and its write must not land in a
+// descriptor that reused the number.
+func TestWriterEventfdOutlivesLastWake(t *testing.T) {
+	ts, rm, _ := reapingExport(t, 1<<20)
+	c := dialRaw(t, ts.sock)
+	c.goExport("r")
+	eventually(t, "the writer holds the reaper", rm.Held)
+	inGap, proceed := make(chan int, 1), make(chan struct{})
+	var once sync.Once
+	testWakeGap = func(efd int) {
+		once.Do(func() {
+			inGap <- efd
+			<-proceed
+		})
+	}
+	defer func() { testWakeGap = nil }()
+	c.send(request{Type: cmdDisc}, nil) // the reader ends: closeReplies wakes the writer
+	<-inGap
+	rm.Nudge() // the writer wakes without the eventfd, finds the queue closed, ends
+	eventually(t, "the writer ends", func() bool { return !rm.Held() })
+	probe, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(probe)
+	close(proceed)
+	eventually(t, "the connection ends", func() bool {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		return len(ts.conns) == 0
+	})
+	var buf [8]byte
+	if n, err := unix.Read(probe, buf[:]); err == nil {
+		t.Fatalf("the last wake-up wrote %d bytes into descriptor %d, which reused the writer's eventfd", n, probe)
+	}
 }

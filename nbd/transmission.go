@@ -41,6 +41,9 @@ func (c *conn) transmit() error {
 	c.waitAsync()
 	c.closeReplies()
 	werr := <-writerDone
+	if c.rs != nil {
+		c.rs.close()
+	}
 	if rerr != nil {
 		return rerr
 	}
@@ -369,7 +372,7 @@ func (c *conn) writeReplies() error {
 	var hdr [replyHeaderLen]byte
 	c.sc.paced = true // this goroutine is now the only writer
 	if c.rs != nil {
-		defer c.rs.close()
+		defer c.rs.release()
 	}
 	for {
 		r, ok := c.nextReply()

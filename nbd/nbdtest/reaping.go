@@ -129,6 +129,18 @@ func (r *ReapingMemory) Reaper(revoked func()) (blockdev.Reaper, bool) {
 	return memReaper{r}, true
 }
 
+// Nudge makes the held Reaper's descriptor readable with nothing to reap,
+// as another connection's completion does.
+func (r *ReapingMemory) Nudge() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held {
+		var one [8]byte
+		one[0] = 1
+		_, _ = unix.Write(r.efd, one[:])
+	}
+}
+
 // Revoke takes the source back from its holder, as a connection that
 // ends does: the holder's revoked runs, Reap reports false.
 func (r *ReapingMemory) Revoke() {
