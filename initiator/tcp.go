@@ -37,6 +37,11 @@ type TCPDatamover struct {
 	// goroutine or a Kick writes the socket; plugs counts open batches.
 	writing bool
 	inline  bool // the writing is a Kick's (which never waits)
+	// called asks the writer goroutine to write what is queued: control
+	// PDUs, R2T answers, and what an inline write left. Commands a Kick
+	// will write are left alone.
+	called  bool
+	written *sync.Cond // an inline or writer write ended (TaskDone, Close)
 	plugs   int
 	raw     syscall.RawConn // nil: only the writer goroutine writes
 	handed  atomic.Uint64   // writes left to the writer goroutine
@@ -82,6 +87,7 @@ func NewTCPDatamover(c net.Conn) *TCPDatamover {
 		writerOut: make(chan struct{}),
 	}
 	d.wake = sync.NewCond(&d.mu)
+	d.written = sync.NewCond(&d.mu)
 	if sc, ok := c.(syscall.Conn); ok {
 		d.raw, _ = sc.SyscallConn()
 	}
@@ -138,7 +144,7 @@ func (d *TCPDatamover) Close() error {
 		// is closed); after Close no buffer is read any more.
 		d.mu.Lock()
 		for d.writing {
-			d.wake.Wait()
+			d.written.Wait()
 		}
 		d.mu.Unlock()
 	})
@@ -150,12 +156,17 @@ func (d *TCPDatamover) writer() {
 	defer close(d.writerOut)
 	for {
 		d.mu.Lock()
-		for (len(d.queue) == 0 || d.writing) && !d.closed {
+		for (!d.called || d.writing) && !d.closed {
 			d.wake.Wait()
 		}
 		if d.closed {
 			d.mu.Unlock()
 			return
+		}
+		d.called = false
+		if len(d.queue) == 0 {
+			d.mu.Unlock()
+			continue // an inline write took it
 		}
 		bufs := d.queue
 		d.queue, d.writing = nil, true
@@ -164,7 +175,10 @@ func (d *TCPDatamover) writer() {
 		_, err := bufs.WriteTo(d.conn)
 		d.mu.Lock()
 		d.writing = false
-		d.wake.Broadcast() // Close may wait for the write to end
+		d.written.Broadcast() // Close may wait for the write to end
+		if len(d.queue) > 0 {
+			d.called = true // Kicks left what came meanwhile to this write
+		}
 		if err != nil {
 			if d.werr == nil {
 				d.werr = fmt.Errorf("iscsi/tcp write: %w", err)
@@ -223,7 +237,7 @@ func (d *TCPDatamover) SendPDU(p *pdu.PDU) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	err := d.enqueueLocked(&p.BHS, p.AHS, p.Data)
-	d.wake.Signal()
+	d.callWriterLocked()
 	return err
 }
 
@@ -285,7 +299,7 @@ func (d *TCPDatamover) TaskDone(t *Task) {
 	// A Kick may be writing t's data just now (a target may end a write
 	// before it has all of it); it never waits, so neither does this.
 	for d.inline {
-		d.wake.Wait()
+		d.written.Wait()
 	}
 	if d.tasks[t.ITT] == t {
 		delete(d.tasks, t.ITT)
@@ -515,6 +529,6 @@ func (d *TCPDatamover) handleR2T(p *pdu.PDU) error {
 	}
 	st := t.dm.(*tcpTaskState)
 	err := d.sendDataOutLocked(t, r.TTT, r.BufferOffset, r.DesiredDataTransferLength, st.cmd.ExpStatSN)
-	d.wake.Signal() // the reader never writes: answering must not block it
+	d.callWriterLocked() // the reader never writes: answering must not block it
 	return err
 }

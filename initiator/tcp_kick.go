@@ -40,13 +40,19 @@ func (d *TCPDatamover) Unplug() {
 	d.writeInline(bufs)
 }
 
+// callWriterLocked asks the writer goroutine to write what is queued.
+func (d *TCPDatamover) callWriterLocked() {
+	d.called = true
+	d.wake.Signal()
+}
+
 // takeLocked takes the queue for an inline write, when one may start now.
 func (d *TCPDatamover) takeLocked() [][]byte {
 	if d.plugs > 0 || d.writing || d.closed || len(d.queue) == 0 {
 		return nil
 	}
 	if d.raw == nil {
-		d.wake.Signal()
+		d.callWriterLocked()
 		return nil
 	}
 	bufs := d.queue
@@ -63,6 +69,7 @@ func (d *TCPDatamover) writeInline(bufs [][]byte) {
 		d.mu.Lock()
 		if len(rest) > 0 {
 			d.queue = append(rest, d.queue...)
+			d.called = true
 		} else if d.plugs == 0 && !d.closed && len(d.queue) > 0 {
 			bufs = d.queue
 			d.queue = nil
@@ -70,9 +77,10 @@ func (d *TCPDatamover) writeInline(bufs [][]byte) {
 			continue
 		}
 		d.writing, d.inline = false, false
-		// The writer goroutine may wait for the queue, Close and
-		// TaskDone for the write to end.
-		d.wake.Broadcast()
+		if d.called {
+			d.wake.Signal() // it waited for this write to end, or takes the rest
+		}
+		d.written.Broadcast() // TaskDone or Close may wait (cheap when none does)
 		d.mu.Unlock()
 		return
 	}

@@ -92,6 +92,7 @@ func TestTCPKickWritesInline(t *testing.T) {
 // once the peer reads.
 func TestTCPKickLeavesSlowPeerToWriter(t *testing.T) {
 	d, peer := tcpPair(t)
+	peer.(*net.TCPConn).SetReadBuffer(64 << 10)
 	const n, size = 2048, 8192 // 16 MiB: more than the socket buffers
 	done := make(chan struct{})
 	go func() {
@@ -107,8 +108,10 @@ func TestTCPKickLeavesSlowPeerToWriter(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Kick waited for the peer")
 	}
-	if d.handed.Load() == 0 {
-		t.Fatal("nothing left to the writer goroutine with the socket full")
+	for end := time.Now().Add(10 * time.Second); d.handed.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("nothing left to the writer goroutine with the socket full")
+		}
 	}
 	for i, p := range readPDUs(t, peer, n, size) {
 		if p[0] != byte(i) || p[size-1] != byte(i) {
