@@ -298,6 +298,8 @@ func (d *TCPDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
 	// A Kick may be writing t's data just now (a target may end a write
 	// before it has all of it); it never waits, so neither does this.
+	// Data the writer goroutine holds is not waited for: it may wait on
+	// the socket, and this runs on the reader (docs/architecture.md).
 	for d.inline {
 		d.written.Wait()
 	}
