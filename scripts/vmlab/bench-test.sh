@@ -36,7 +36,7 @@ lib() {
 }
 not() { ! "$@"; }
 # rows JQ: the bench rows, slurped, through JQ.
-rows() { jq -s -r -c "$1" "$VMLAB_BENCH_JSON"; }
+rows() { jq -s -r -c "$@" "$VMLAB_BENCH_JSON"; }
 
 truncate -s 64M "$T/disk.img"
 
@@ -52,6 +52,10 @@ check "the 2-job row's ios is the sum of both jobs' reads" test "$(rows '.[] | s
 check "the write workload reports writes" \
 	test "$(rows '.[] | select(.workload == "64k-write-qd4") | .ios > 0 and .mbps > 0')" = true
 check "no cpu fields without a PID" test "$(rows '[.[] | select(.cpu_us_per_io != null)] | length')" = 0
+check "every row has the machine's busy share and its CPU per I/O" test "$(rows '[.[] | select(.initiator == "file-ini")
+	| .sys_busy_pct >= 0 and .sys_busy_pct <= 100 and .sys_us_per_io > 0] | all')" = true
+check "sys_us_per_io is the busy share of all CPUs over IOPS" test "$(rows --argjson n "$(nproc)" '[.[] | select(.initiator == "file-ini")
+	| ((.sys_us_per_io - .sys_busy_pct / 100 * $n * 1e6 / .iops) | fabs) <= (0.05 + .sys_us_per_io / 500)] | all')" = true
 
 # The meter against a stub `iser-attach list --json`: the process's counters grow by 1 MiB
 # per query, so every workload counts 1 MiB / BS I/Os; the process is a busy loop.
@@ -72,6 +76,8 @@ lib 'fio_baseline "$1" meter-ini "" "$2"' "$T/disk.img" "$BPID" >"$T/out" 2>&1
 check "fio_baseline with a PID: exit 0: $(cat "$T/out")" test $? = 0
 check "the I/O count is the daemon's bytes over BS: 4k x1 -> 256, 64k -> 16" \
 	test "$(rows '[.[] | select(.initiator == "meter-ini") | .cpu_ios | tostring] | join(",")')" = 256,256,16
+check "a busy loop beside fio: the machine at least one CPU's share busy" \
+	test "$(rows --argjson n "$(nproc)" '[.[] | select(.initiator == "meter-ini") | .sys_busy_pct >= 90 / $n] | all')" = true
 check "cpu_ios_from daemon" test "$(rows '[.[] | select(.initiator == "meter-ini") | .cpu_ios_from] | unique | join(",")')" = daemon
 check "cpu_us_per_io is cpu_s over cpu_ios" test "$(rows '[.[] | select(.initiator == "meter-ini")
 	| ((.cpu_us_per_io - .cpu_s * 1e6 / .cpu_ios) | fabs) <= (0.05 + 5e3 / .cpu_ios)] | all')" = true
@@ -117,14 +123,14 @@ check "failing workloads: both rows say why" \
 # The table from these rows plus a kernel-iser baseline and a QD1 pair.
 cat >>"$VMLAB_BENCH_JSON" <<'ROWS'
 {"initiator":"kernel-iser","workload":"4k-randread-qd1","iops":400,"mbps":1.6,"lat_us":2500,"p99_us":5000}
-{"initiator":"ublk-ini","workload":"4k-randread-qd1","iops":200,"mbps":0.8,"lat_us":5000,"p99_us":9000,"cpu_us_per_io":35.25}
+{"initiator":"ublk-ini","workload":"4k-randread-qd1","iops":200,"mbps":0.8,"lat_us":5000,"p99_us":9000,"cpu_us_per_io":35.25,"sys_us_per_io":410.4,"sys_busy_pct":41}
 ROWS
 jq -r -s -f "$HERE/table.jq" "$VMLAB_BENCH_JSON" >"$T/table" 2>&1
 check "table.jq: exit 0: $(cat "$T/table")" test $? = 0
 tline() { grep -E "^$1 +$2 " "$T/table"; }
-check "table: header" grep -qE '^workload +initiator +IOPS +MB/s +lat_us +p99_us +cpu_us/io +vs_kiser$' "$T/table"
-check "table: ublk-ini at half kernel-iser's IOPS, cpu 35.3" \
-	test "$(tline 4k-randread-qd1 ublk-ini | awk '{ print $3, $5, $7, $8 }')" = "200 5000 35.3 0.50x"
+check "table: header" grep -qE '^workload +initiator +IOPS +MB/s +lat_us +p99_us +cpu_us/io +sys_us/io +busy% +vs_kiser$' "$T/table"
+check "table: ublk-ini at half kernel-iser's IOPS, cpu 35.3, machine 410 us/io, 41% busy" \
+	test "$(tline 4k-randread-qd1 ublk-ini | awk '{ print $3, $5, $7, $8, $9, $10 }')" = "200 5000 35.3 410 41 0.50x"
 check "table: kernel-iser 1.00x" test "$(tline 4k-randread-qd1 kernel-iser | awk '{ print $NF }')" = 1.00x
 check "table: a workload without kernel-iser has no ratio" \
 	test "$(tline 64k-write-qd4 file-ini | awk '{ print $NF }')" = -

@@ -1,8 +1,11 @@
 # table.jq: print vmlab bench rows (JSON Lines, slurped with jq -s) side by side.
 # 1. workload x initiator (every initiator seen in the file, "-" where it has no figure; a
 #    failed workload shows its error), a blank line between workloads; cpu_us/io is the
-#    serving process's CPU time per I/O (iser-attach rows), vs_kiser the IOPS ratio against
-#    kernel-iser for the same workload.
+#    serving process's CPU time per I/O (iser-attach rows), sys_us/io the whole machine's
+#    busy CPU time per I/O and busy% its busy share of all CPUs (fio rows: application,
+#    initiator, rxe and target together), vs_kiser the IOPS ratio against kernel-iser for
+#    the same workload ("floor" for the floor-* rows of bench/15-floors.sh: no network behind
+#    them, not an initiator).
 # 2. for each QD1 workload (name ending in "qd1"): every initiator's mean latency and its ratio
 #    to kernel-iser's (lower is better).
 # 3. the daemons after their runs (rows of kind "memory"): memory in KiB, CPU share when idle.
@@ -15,12 +18,12 @@ def ratio($a; $b): if $a != null and $b != null and $b > 0 then ($a / $b | fix2)
 def row($w): map(select(.workload == $w));
 # line(CELLS; WIDTHS): the cells padded to their widths (negative: left-aligned), space-separated.
 def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widths[$k] < 0 then pad(-$widths[$k]) else lpad($widths[$k]) end] | join(" ") | sub(" +$"; "");
-[-22, -22, 8, 7, 8, 8, 9, 8] as $wd
+[-22, -22, 8, 7, 8, 8, 9, 9, 6, 8] as $wd
 | [.[] | select(.kind != "memory")] as $rows
 | [.[] | select(.kind == "memory")] as $mem
 | ([$rows[] | .workload] | firsts) as $wls
 | ([$rows[] | .initiator] | firsts) as $inis
-| line(["workload", "initiator", "IOPS", "MB/s", "lat_us", "p99_us", "cpu_us/io", "vs_kiser"]; $wd),
+| line(["workload", "initiator", "IOPS", "MB/s", "lat_us", "p99_us", "cpu_us/io", "sys_us/io", "busy%", "vs_kiser"]; $wd),
   (range($wls | length) as $k | $wls[$k] as $w
    | ($rows | row($w) | map(select(.initiator == "kernel-iser" and .error == null)) | first // null) as $base
    | (if $k > 0 then "" else empty end),
@@ -29,10 +32,11 @@ def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widt
       | (if ($mine | length) == 0 then [{initiator: $i}] else $mine end)[]
       | if .error != null then line([$w, $i, "failed: \(.error)"]; [-22, -22, 0])
         else line([$w, $i, (.iops | num), (.mbps | num), (.lat_us | num), (.p99_us | num), (.cpu_us_per_io | num),
-                   ratio(.iops; $base.iops)]; $wd)
+                   (.sys_us_per_io | num), (.sys_busy_pct | num),
+                   if .initiator | startswith("floor-") then "floor" else ratio(.iops; $base.iops) end]; $wd)
         end)),
   ($wls[] | select(test("qd1$")) as $w
-   | ($rows | row($w) | map(select(.error == null and .lat_us != null))) as $lr
+   | ($rows | row($w) | map(select(.error == null and .lat_us != null and (.initiator | startswith("floor-") | not)))) as $lr
    | ($lr | map(select(.initiator == "kernel-iser")) | first // null) as $base
    | select($lr | length > 0)
    | "", "\($w): mean latency (lat_us), against kernel-iser (lower is better)",

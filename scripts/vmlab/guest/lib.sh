@@ -541,14 +541,16 @@ EOF
 		_fb_jobs=${_fb_jobs:-1}
 		_fb_out=$_fb_dir/fio-$_fb_ini-$_fb_wn.json
 		[ -z "$_fb_pid" ] || cpu_meter_start "$_fb_pid" || return 1
+		_fb_s0=$(sys_cpu_ticks)
 		if ! fio_run "$_fb_dev" "$_fb_out" "$_fb_rw" "$_fb_bs" "$_fb_qd" "$_fb_sec" "$_fb_jobs"; then
 			bench_error_row "$_fb_ini" "$_fb_wn" "$(grep . "$_fb_out.err" | head -n 3 | paste -sd " ")"
 			_fb_rc=1
 			continue
 		fi
-		_fb_cpu=
+		_fb_s1=$(sys_cpu_ticks)
+		_fb_cpu=$(sys_cpu_share "$_fb_s0" "$_fb_s1" "$(fio_json "$_fb_out" | jq '.jobs[0] | .read.iops + .write.iops')") || return 1
 		if [ -n "$_fb_pid" ]; then
-			_fb_cpu=$(cpu_meter_end "$_fb_pid" "$_fb_bs" "$_fb_out") || return 1
+			_fb_cpu="$_fb_cpu $(cpu_meter_end "$_fb_pid" "$_fb_bs" "$_fb_out")" || return 1
 		fi
 		# shellcheck disable=SC2086 # _fb_cpu is KEY=VALUE words
 		fio_json_row "$_fb_ini" "$_fb_wn" "$_fb_out" jobs="$_fb_jobs" $_fb_cpu || return 1
@@ -632,17 +634,20 @@ iscsi_perf_row() {
 		return 1
 	}
 	_plog=${VMLAB_RESULTS:-/tmp}/iscsi-perf-$_pi-$_pw.log
+	_ps0=$(sys_cpu_ticks)
 	timeout -s INT $((_ps + 30)) iscsi-perf -m "$_pq" -b "$_pb" -t "$_ps" $_pr "$_purl" 2>&1 |
 		tr '\r' '\n' >"$_plog"
+	_ps1=$(sys_cpu_ticks)
 	_piops=$(sed -n 's/^iops average \([0-9]*\) .*/\1/p' "$_plog" | tail -n1)
 	grep -q '^finished' "$_plog" && [ -n "$_piops" ] && [ "$_piops" -gt 0 ] || {
 		echo "iscsi_perf_row: iscsi-perf on $_purl did not finish:" >&2
 		tail -n 5 "$_plog" >&2
 		return 1
 	}
+	# shellcheck disable=SC2046 # sys_cpu_share prints KEY=VALUE words
 	bench_row "$_pi" "$_pw" "$_piops" "$(echo "$_piops $_pb $_pbs" | awk '{ printf "%.1f", $1 * $2 * $3 / 1e6 }')" \
 		"$(echo "$_pq $_piops" | awk '{ printf "%.1f", $1 * 1e6 / $2 }')" lat_from=qd/iops \
-		runtime_s="$_ps" tool=iscsi-perf xfer_bytes=$((_pb * _pbs))
+		runtime_s="$_ps" tool=iscsi-perf xfer_bytes=$((_pb * _pbs)) $(sys_cpu_share "$_ps0" "$_ps1" "$_piops")
 }
 
 # size_bytes SIZE: fio's 4k, 256k, 1M (binary units) or a plain number, in bytes.
@@ -669,6 +674,23 @@ proc_cpu_ticks() {
 daemon_io_bytes() {
 	timeout 10 iser-attach list --json 2>/dev/null |
 		jq -e --argjson p "$1" '[.[] | select(.pid == $p)][0].counters | .read_bytes + .write_bytes'
+}
+
+# sys_cpu_ticks: "BUSY TOTAL", the clock ticks all CPUs spent busy (user, nice, system, irq,
+# softirq, steal) and in all, from /proc/stat.
+sys_cpu_ticks() {
+	awk '$1 == "cpu" { b = $2 + $3 + $4 + $7 + $8 + $9; print b, b + $5 + $6; exit }' /proc/stat
+}
+
+# sys_cpu_share "BUSY0 TOTAL0" "BUSY1 TOTAL1" IOPS: the whole machine's CPU over a run, as
+# "sys_busy_pct=P sys_us_per_io=U": the busy share of all CPUs (every process and the kernel:
+# the application, the initiator, rxe and the LIO target alike) and that busy time per I/O at
+# the run's rate (P x CPUs / IOPS). The rows of every initiator carry it, so the cost of a
+# whole I/O path compares across them (docs/vmlab.md).
+sys_cpu_share() {
+	echo "$1 $2" | awk -v n="$(nproc)" -v iops="$3" '{
+		p = ($4 - $2) > 0 ? ($3 - $1) / ($4 - $2) : 0
+		printf "sys_busy_pct=%.1f sys_us_per_io=%.1f\n", p * 100, (iops > 0 ? p * n * 1e6 / iops : 0) }'
 }
 
 # cpu_meter_start PID, then cpu_meter_end PID BS FIO.json: the CPU time process PID used in

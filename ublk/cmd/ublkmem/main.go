@@ -6,6 +6,9 @@
 //	ublkmem -backing /dev/shm/disk.img -size 128M [-id-file F]   # new device
 //	ublkmem -backing /dev/shm/disk.img -recover N [-id-file F]   # reattach
 //
+// With -async the queue loop serves reads and writes itself (the bench's
+// ublk floor); otherwise a goroutine per request does.
+//
 // SIGTERM or SIGINT stops and deletes the device; SIGUSR1 detaches (leaves
 // it for a later -recover). The device number is printed and written to
 // -id-file once the device serves I/O.
@@ -40,6 +43,7 @@ func run() error {
 	queues := flag.Int("queues", 1, "hardware queues")
 	depth := flag.Int("depth", 64, "queue depth")
 	writeCache := flag.Bool("write-cache", true, "announce a volatile write cache (FLUSH reaches fsync of the file)")
+	async := flag.Bool("async", false, "serve reads and writes on the queue loop (blockdev.Async)")
 	flag.Parse()
 	if *backing == "" {
 		return fmt.Errorf("-backing is required")
@@ -54,13 +58,17 @@ func run() error {
 	}
 	defer disk.Close()
 
+	var b ublk.Backend = disk
+	if *async {
+		b = asyncDisk{disk}
+	}
 	opt := ublk.DeviceOptions{Queues: *queues, QueueDepth: *depth, WriteCache: *writeCache, FUA: *writeCache}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var d *ublk.Device
 	if *recoverID >= 0 {
-		d, err = ublk.Recover(ctx, *recoverID, disk, opt)
+		d, err = ublk.Recover(ctx, *recoverID, b, opt)
 	} else {
-		d, err = ublk.Create(ctx, disk, opt)
+		d, err = ublk.Create(ctx, b, opt)
 	}
 	cancel()
 	if err != nil {
