@@ -1,9 +1,14 @@
-// Package blockdev holds the asynchronous half of the block-backend
-// contract that the frontends (ublk, the NBD export, kernel NBD) and the
-// volume layer share: a read or write started from a frontend's loop and
-// reported by a callback, with no goroutine per request.
+// Package blockdev holds the block-backend contract that the frontends
+// (ublk, the NBD export, kernel NBD) and the volume layer share, written
+// once: Backend, the blocking calls (ublk.Backend, nbd.Backend and
+// volume.Backend are aliases of it), with Errno, how a frontend reads a
+// failed request's errno; and the asynchronous half: a read or write
+// started from a frontend's loop and reported by a callback, with no
+// goroutine per request.
 //
 // A backend that has such a path (initiator.LUN, which starts SCSI
-// commands with a completion callback) implements Async; a frontend runs
-// the blocking calls of any other backend on goroutines of its own.
+// commands with a completion callback) implements Async, and may let a
+// frontend's loop post in batches (Batcher) and reap its completions
+// (Reaping); a frontend runs the blocking calls of any other backend on
+// goroutines of its own.
 package blockdev

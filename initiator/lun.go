@@ -50,7 +50,7 @@ type Executor interface {
 }
 
 // LUN is a logical unit on a session, used as a block device. It
-// implements the nbd.Backend interface and is safe for concurrent use.
+// implements blockdev.Backend and is safe for concurrent use.
 type LUN struct {
 	s       Executor
 	sub     Submitter        // s, when it can start commands with a callback
@@ -63,6 +63,11 @@ type LUN struct {
 	ws      writeSameState
 	wc      writeCache
 }
+
+var (
+	_ blockdev.Backend = (*LUN)(nil)
+	_ blockdev.Async   = (*LUN)(nil)
+)
 
 // OpenLUN probes logical unit n: it clears pending unit attentions and reads
 // the inquiry data, capacity, VPD pages and caching mode page.
@@ -236,13 +241,13 @@ func (l *LUN) checkRange(off, length int64) (lba uint64, blocks uint64, err erro
 	return uint64(off / bs), uint64(length / bs), nil
 }
 
-// Size implements nbd.Backend.
+// Size implements blockdev.Backend.
 func (l *LUN) Size() int64 { return l.info.Size() }
 
-// BlockSize implements nbd.Backend.
+// BlockSize implements blockdev.Backend.
 func (l *LUN) BlockSize() uint32 { return l.info.BlockSize }
 
-// PreferredBlockSize implements nbd.Backend.
+// PreferredBlockSize implements blockdev.Backend.
 func (l *LUN) PreferredBlockSize() uint32 {
 	p := max(l.info.PhysicalBlockSize, l.info.BlockSize)
 	if g := uint32(l.info.Limits.OptimalTransferLengthGranularity) * l.info.BlockSize; g > p && g <= MaxTransfer {
@@ -251,7 +256,7 @@ func (l *LUN) PreferredBlockSize() uint32 {
 	return max(p, 4096)
 }
 
-// MaxTransfer implements nbd.Backend.
+// MaxTransfer implements blockdev.Backend.
 func (l *LUN) MaxTransfer() uint32 {
 	m := uint32(MaxTransfer)
 	if lim := uint64(l.info.Limits.MaxTransferLength) * uint64(l.info.BlockSize); lim > 0 && lim < uint64(m) {
@@ -260,21 +265,21 @@ func (l *LUN) MaxTransfer() uint32 {
 	return m
 }
 
-// ReadOnly implements nbd.Backend.
+// ReadOnly implements blockdev.Backend.
 func (l *LUN) ReadOnly() bool { return l.info.WriteProtected }
 
-// CanTrim implements nbd.Backend.
+// CanTrim implements blockdev.Backend.
 func (l *LUN) CanTrim() bool { return l.info.Unmap }
 
-// CanWriteZeroes implements nbd.Backend (WRITE SAME, or zero-filled writes).
+// CanWriteZeroes implements blockdev.Backend (WRITE SAME, or zero-filled writes).
 func (l *LUN) CanWriteZeroes() bool { return !l.info.WriteProtected }
 
-// ReadAt implements nbd.Backend.
+// ReadAt implements blockdev.Backend.
 func (l *LUN) ReadAt(ctx context.Context, p []byte, off int64) error {
 	return l.rw(ctx, p, off, false, false)
 }
 
-// WriteAt implements nbd.Backend. fua sets the FUA bit when the LUN takes it
+// WriteAt implements blockdev.Backend. fua sets the FUA bit when the LUN takes it
 // (DPOFUA); otherwise, as the Linux block layer does, the write is followed
 // by SYNCHRONIZE CACHE when the LUN has a volatile write cache. While the
 // target's cache is write-back but the frontend still says write-through
@@ -317,7 +322,7 @@ func (l *LUN) rw(ctx context.Context, p []byte, off int64, write, fua bool) erro
 	return nil
 }
 
-// Flush implements nbd.Backend with SYNCHRONIZE CACHE over the whole medium.
+// Flush implements blockdev.Backend with SYNCHRONIZE CACHE over the whole medium.
 func (l *LUN) Flush(ctx context.Context) error {
 	cdb := scsi.SynchronizeCache10(0, 0, false)
 	if l.info.Blocks > 0xffffffff {

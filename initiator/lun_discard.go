@@ -16,7 +16,7 @@ const (
 	defaultWriteSameBlocks = 1 << 16
 )
 
-// Trim implements nbd.Backend with UNMAP.
+// Trim implements blockdev.Backend with UNMAP.
 func (l *LUN) Trim(ctx context.Context, off, length int64) error {
 	lba, blocks, err := l.checkRange(off, length)
 	if err != nil {
@@ -55,7 +55,7 @@ func (l *LUN) Trim(ctx context.Context, off, length int64) error {
 // writeSameBroken is set once the target refuses WRITE SAME(16).
 type writeSameState struct{ broken atomic.Bool }
 
-// WriteZeroes implements nbd.Backend with WRITE SAME(16), with the UNMAP bit
+// WriteZeroes implements blockdev.Backend with WRITE SAME(16), with the UNMAP bit
 // when mayUnmap and the LUN reads unmapped blocks as zeros. A target without
 // WRITE SAME gets zero-filled writes.
 func (l *LUN) WriteZeroes(ctx context.Context, off, length int64, mayUnmap, fua bool) error {

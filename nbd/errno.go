@@ -4,27 +4,19 @@ import (
 	"context"
 	"errors"
 	"syscall"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
-// errnoer is the optional interface a backend error implements to choose its
-// NBD error (for example a SCSI sense translated by the LUN code).
-type errnoer interface{ Errno() syscall.Errno }
-
-// errnoOf maps a backend error to the NBD error value of a simple reply, as
-// documented on Backend: a syscall.Errno in the chain first, then an error
-// with an Errno method, else EIO. shuttingDown turns a context cancellation
+// errnoOf maps a backend error to the NBD error value of a simple reply:
+// its errno (blockdev.Errno) narrowed to the protocol's, else EIO. shuttingDown turns a context cancellation
 // into ESHUTDOWN, which tells the client to disconnect.
 func errnoOf(err error, shuttingDown bool) uint32 {
 	if err == nil {
 		return 0
 	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
+	if en, ok := blockdev.Errno(err); ok {
 		return wireErrno(en)
-	}
-	var e errnoer
-	if errors.As(err, &e) {
-		return wireErrno(e.Errno())
 	}
 	if shuttingDown && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return errShutdown

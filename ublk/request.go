@@ -2,29 +2,18 @@ package ublk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"syscall"
 
 	"github.com/iser-attach/iser-attach/blockdev"
 )
 
-// errnoer is the optional interface of a backend error that picks its errno
-// (a SCSI sense translated by the LUN code, for example).
-type errnoer interface{ Errno() syscall.Errno }
-
 // blockErrno maps a backend error to the negative errno a request completes
-// with. The errno is kept where the block layer has a status for it
+// with. Its errno (blockdev.Errno) is kept where the block layer has a status for it
 // (errno_to_blk_status in block/blk-core.c); anything else is EIO, so an
 // error never turns into a short or zero-filled success.
 func blockErrno(err error) int32 {
-	var en syscall.Errno
-	if !errors.As(err, &en) {
-		var e errnoer
-		if errors.As(err, &e) {
-			en = e.Errno()
-		}
-	}
+	en, _ := blockdev.Errno(err)
 	switch en {
 	case syscall.EOPNOTSUPP, syscall.ETIMEDOUT, syscall.ENOSPC, syscall.ENOLINK,
 		syscall.EREMOTEIO, syscall.EBADE, syscall.ENODATA, syscall.EILSEQ:

@@ -7,12 +7,11 @@ import (
 
 	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/metrics"
-	"github.com/iser-attach/iser-attach/nbd"
 )
 
 // Backend is the block backend a frontend serves (initiator.LUN): the
-// same contract as an NBD export's.
-type Backend = nbd.Backend
+// frontends' shared contract.
+type Backend = blockdev.Backend
 
 // Counters are a volume's I/O totals (list, status).
 type Counters struct {
