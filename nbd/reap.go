@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"errors"
+	"net"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -33,7 +34,7 @@ type reaper struct {
 	src  blockdev.Reaping
 	raw  syscall.RawConn // the socket, for writes that must not block
 	held blockdev.Reaper // nil when the backend's goroutine completes
-	efd  int             // the writer's wake-up eventfd
+	efd  int             // the writer's wake-up eventfd; -1 until first held
 
 	// Wake-up: queueReply and closeReplies write efd while the writer
 	// sleeps in poll. queued counts replies queued and not yet taken, so
@@ -49,8 +50,9 @@ type reaper struct {
 
 // newReaper returns a reaper for the connection's writer, or nil when the
 // backend does not hand its completions over or the socket has no
-// descriptor.
-func newReaper(b Backend, nc any) *reaper {
+// descriptor. Its eventfd is made when the writer first holds the source
+// (an iSCSI/TCP session never hands it over).
+func newReaper(b Backend, nc net.Conn) *reaper {
 	src, ok := b.(blockdev.Reaping)
 	if !ok {
 		return nil
@@ -63,11 +65,7 @@ func newReaper(b Backend, nc any) *reaper {
 	if err != nil {
 		return nil
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return nil
-	}
-	r := &reaper{src: src, raw: raw, efd: efd}
+	r := &reaper{src: src, raw: raw, efd: -1}
 	r.onRevoke = func() {
 		r.revoked.Store(true)
 		r.wake()
@@ -85,7 +83,12 @@ func (r *reaper) release() {
 // close closes the eventfd. transmit calls it once the writer has ended and
 // the reply queue is closed: nobody wakes the writer any more (closeReplies
 // is the last, on transmit's goroutine; a revoke comes before Release).
-func (r *reaper) close() { unix.Close(r.efd) }
+func (r *reaper) close() {
+	if r.efd >= 0 {
+		unix.Close(r.efd)
+		r.efd = -1
+	}
+}
 
 // testWakeGap, when set by a test, runs in wake between seeing the writer
 // asleep and writing the eventfd.
@@ -113,6 +116,16 @@ func (r *reaper) take() bool {
 	h, ok := r.src.Reaper(r.onRevoke)
 	if !ok {
 		return false
+	}
+	if r.efd < 0 {
+		// On the first hold: wake reads efd only once the writer sleeps
+		// in poll, which it does only while holding.
+		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			h.Release()
+			return false
+		}
+		r.efd = efd
 	}
 	r.held = h
 	if !h.Reap() {

@@ -3,12 +3,14 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/nbd/nbdtest"
 )
 
@@ -164,4 +166,56 @@ func TestWriterEventfdOutlivesLastWake(t *testing.T) {
 	if n, err := unix.Read(probe, buf[:]); err == nil {
 		t.Fatalf("the last wake-up wrote %d bytes into descriptor %d, which reused the writer's eventfd", n, probe)
 	}
+}
+
+// refusingSource is a completion source that never hands its completions
+// over, as an iSCSI/TCP session's LUN.
+type refusingSource struct{ *nbdtest.Memory }
+
+func (refusingSource) Reaper(func()) (blockdev.Reaper, bool) { return nil, false }
+
+// A writer whose backend never hands its completions over makes no
+// eventfd: it never sleeps in poll, so nothing would ever write it.
+func TestReaperWithoutSourceMakesNoEventfd(t *testing.T) {
+	a, b := tcpPair(t)
+	defer b.Close()
+	r := newReaper(refusingSource{nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20, BlockSize: 512})}, a)
+	if r == nil {
+		t.Fatal("no reaper for a Reaping backend on a TCP socket")
+	}
+	for i := 0; i < 3; i++ {
+		if r.wait() {
+			t.Fatal("wait reports a held source")
+		}
+	}
+	if r.efd != -1 {
+		t.Fatalf("eventfd %d made for a source that is never held", r.efd)
+	}
+	r.release()
+	r.close()
+}
+
+// tcpPair is a connected loopback TCP pair, closed with the test.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		acc <- c
+	}()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := <-acc
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }
