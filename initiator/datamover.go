@@ -89,7 +89,6 @@ type Task struct {
 	// without a response (set before TaskDone); the target is done with
 	// its buffers, so the datamover may reuse them.
 	ended bool
-	dm    any // datamover-private state
 }
 
 // InlineReceiver is a datamover that can hand received PDUs to the session

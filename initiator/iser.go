@@ -277,8 +277,28 @@ func (d *ISERDatamover) entryLocked(t *Task) *iserTask {
 		st = &d.ents[i]
 	} else {
 		st = new(iserTask) // a session deeper than this datamover
+		if d.extraEnts == nil {
+			d.extraEnts = make(map[uint32]*iserTask)
+		}
+		d.extraEnts[t.ITT] = st
 	}
 	*st = iserTask{t: t, itt: t.ITT, slot: -1}
+	return st
+}
+
+// reservedLocked returns t's entry, reserved by PrepareCommand or taken by
+// SendCommand for t's current ITT, or nil. The entries are the
+// datamover's: a Task carries none of its state.
+func (d *ISERDatamover) reservedLocked(t *Task) *iserTask {
+	var st *iserTask
+	if i := ittIndex(t.ITT); i < len(d.ents) {
+		st = &d.ents[i]
+	} else {
+		st = d.extraEnts[t.ITT]
+	}
+	if st == nil || st.t != t || st.itt != t.ITT {
+		return nil
+	}
 	return st
 }
 
@@ -291,7 +311,10 @@ func (d *ISERDatamover) liveLocked(itt uint32) *iserTask {
 		}
 		return nil
 	}
-	return d.extraEnts[itt]
+	if st := d.extraEnts[itt]; st != nil && st.live {
+		return st
+	}
+	return nil
 }
 
 // setLiveLocked marks st taken by SendCommand, or ended.
@@ -559,7 +582,7 @@ func (d *ISERDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	if d.closed {
 		return d.closedErr()
 	}
-	st, _ := t.dm.(*iserTask) // reserved by PrepareCommand
+	st := d.reservedLocked(t) // by PrepareCommand
 	if st == nil || st.sent {
 		var err error
 		if st, err = d.prepareLocked(t, buf); err != nil {
@@ -654,7 +677,6 @@ func (d *ISERDatamover) prepareLocked(t *Task, buf []byte) (*iserTask, error) {
 			st.slot, st.mem, st.base = slot, m, off
 		}
 	}
-	t.dm = st
 	return st, nil
 }
 
@@ -674,10 +696,13 @@ func (d *ISERDatamover) releaseLocked(st *iserTask) {
 // never started): then the slot is reused, uncopied.
 func (d *ISERDatamover) TaskDone(t *Task) {
 	d.mu.Lock()
-	st, _ := t.dm.(*iserTask)
+	st := d.reservedLocked(t)
 	if st == nil || d.liveLocked(t.ITT) != st {
 		if st != nil && !st.queued {
 			d.releaseLocked(st) // reserved, never sent: the target never saw it
+			if ittIndex(st.itt) >= len(d.ents) {
+				delete(d.extraEnts, st.itt)
+			}
 		}
 		d.mu.Unlock()
 		return

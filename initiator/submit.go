@@ -130,7 +130,7 @@ func (s *Session) fillLocked(t *task, c *Command) {
 	// under an earlier ITT checks ITT and done under mu before placing data.
 	t.dt.mu.Lock()
 	t.dt.ITT, t.dt.LUN, t.dt.Read, t.dt.Write = t.itt, c.LUN, c.Read, c.Write
-	t.dt.Received, t.dt.DataCounted, t.dt.done, t.dt.ended, t.dt.dm = 0, false, false, false, nil
+	t.dt.Received, t.dt.DataCounted, t.dt.done, t.dt.ended = 0, false, false, false
 	t.dt.mu.Unlock()
 }
 

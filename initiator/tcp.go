@@ -27,8 +27,8 @@ type TCPDatamover struct {
 
 	mu     sync.Mutex // guards params, tasks and the write queue
 	params Params
-	ffp    bool // full feature phase: digests and negotiated lengths apply
-	tasks  map[uint32]*Task
+	ffp    bool        // full feature phase: digests and negotiated lengths apply
+	ents   []*tcpEntry // by task index (the ITT's low bits)
 	queue  net.Buffers
 	wake   *sync.Cond
 	werr   error // first write error; sticky
@@ -49,6 +49,38 @@ type TCPDatamover struct {
 	closeOnce sync.Once
 	writerOut chan struct{}
 	hdr       [pdu.BHSLen + 4]byte // reader's scratch header (+ digest)
+}
+
+// tcpEntry is the datamover's hold on one task index (the ITT's low bits):
+// the command in flight there and its data state. An entry is made once
+// per index and reused, so a command allocates nothing here.
+type tcpEntry struct {
+	t   *Task // nil when no command is in flight at this index
+	itt uint32
+	st  tcpTaskState
+}
+
+// entryLocked returns the entry of itt's index, made on first use.
+func (d *TCPDatamover) entryLocked(itt uint32) *tcpEntry {
+	i := ittIndex(itt)
+	if i >= len(d.ents) {
+		d.ents = append(d.ents, make([]*tcpEntry, i+1-len(d.ents))...)
+	}
+	if d.ents[i] == nil {
+		d.ents[i] = new(tcpEntry)
+	}
+	return d.ents[i]
+}
+
+// taskLocked returns the command in flight with itt and its data state,
+// or nil (none, or one with another generation of the index).
+func (d *TCPDatamover) taskLocked(itt uint32) (*Task, *tcpTaskState) {
+	if i := ittIndex(itt); i < len(d.ents) {
+		if e := d.ents[i]; e != nil && e.t != nil && e.itt == itt {
+			return e.t, &e.st
+		}
+	}
+	return nil, nil
 }
 
 // tcpTaskState is the TCP datamover's per-task data state.
@@ -83,7 +115,6 @@ func NewTCPDatamover(c net.Conn) *TCPDatamover {
 		conn:      c,
 		r:         bufio.NewReaderSize(c, 256<<10),
 		params:    DefaultParams(),
-		tasks:     make(map[uint32]*Task),
 		writerOut: make(chan struct{}),
 	}
 	d.wake = sync.NewCond(&d.mu)
@@ -249,10 +280,9 @@ func (d *TCPDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	if d.werr != nil {
 		return d.werr
 	}
-	st := &tcpTaskState{cmd: *cmd}
-	t.dm = st
+	e := d.entryLocked(t.ITT)
+	e.t, e.itt, e.st = t, t.ITT, tcpTaskState{cmd: *cmd}
 	t.Received, t.DataCounted = 0, true
-	d.tasks[t.ITT] = t
 	var imm []byte
 	unsolicited := 0
 	if len(t.Write) > 0 {
@@ -263,7 +293,7 @@ func (d *TCPDatamover) SendCommand(cmd *pdu.SCSICommand, t *Task) error {
 	var b pdu.BHS
 	cmd.Marshal(&b)
 	if err := d.enqueueLocked(&b, nil, imm); err != nil {
-		delete(d.tasks, t.ITT)
+		e.t = nil
 		return err
 	}
 	if unsolicited > 0 {
@@ -303,8 +333,8 @@ func (d *TCPDatamover) TaskDone(t *Task) {
 	for d.inline {
 		d.written.Wait()
 	}
-	if d.tasks[t.ITT] == t {
-		delete(d.tasks, t.ITT)
+	if dt, _ := d.taskLocked(t.ITT); dt == t {
+		d.ents[ittIndex(t.ITT)].t = nil
 	}
 	d.mu.Unlock()
 	t.mu.Lock()
@@ -312,10 +342,14 @@ func (d *TCPDatamover) TaskDone(t *Task) {
 	t.mu.Unlock()
 }
 
-func (d *TCPDatamover) lookup(itt uint32) *Task {
+// lookup returns the command in flight with itt and its data state, which
+// the caller may use only under the Task's mu, once it has seen the Task
+// still this ITT's and not done (the index is reused only after TaskDone,
+// which takes that mu).
+func (d *TCPDatamover) lookup(itt uint32) (*Task, *tcpTaskState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.tasks[itt]
+	return d.taskLocked(itt)
 }
 
 // Recv implements Datamover.
@@ -423,7 +457,7 @@ func (d *TCPDatamover) recvDataIn(p *pdu.PDU, dlen int, dd bool) (*pdu.PDU, erro
 		return nil, err
 	}
 	pad := pdu.PadLen(dlen)
-	t := d.lookup(di.ITT)
+	t, st := d.lookup(di.ITT)
 	if t != nil {
 		// The session reuses a Task for its next command once TaskDone
 		// returned: under mu the Task must still be this ITT's.
@@ -452,7 +486,6 @@ func (d *TCPDatamover) recvDataIn(p *pdu.PDU, dlen int, dd bool) (*pdu.PDU, erro
 		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: data at offset %d length %d beyond the %d-byte read buffer",
 			di.ITT, di.BufferOffset, dlen, len(t.Read))
 	}
-	st := t.dm.(*tcpTaskState)
 	if di.DataSN != st.expDataSN {
 		t.mu.Unlock()
 		return nil, pdu.ProtocolErrorf(pdu.OpDataIn, "ITT 0x%x: DataSN %d, expected %d", di.ITT, di.DataSN, st.expDataSN)
@@ -516,7 +549,7 @@ func (d *TCPDatamover) handleR2T(p *pdu.PDU) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t := d.tasks[r.ITT]
+	t, st := d.taskLocked(r.ITT)
 	if t == nil {
 		return nil // aborted task
 	}
@@ -529,7 +562,6 @@ func (d *TCPDatamover) handleR2T(p *pdu.PDU) error {
 		return pdu.ProtocolErrorf(pdu.OpR2T, "desired length %d exceeds MaxBurstLength %d",
 			r.DesiredDataTransferLength, d.params.MaxBurstLength)
 	}
-	st := t.dm.(*tcpTaskState)
 	err := d.sendDataOutLocked(t, r.TTT, r.BufferOffset, r.DesiredDataTransferLength, st.cmd.ExpStatSN)
 	d.callWriterLocked() // the reader never writes: answering must not block it
 	return err
