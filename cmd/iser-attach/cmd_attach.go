@@ -71,7 +71,7 @@ func attachCommand() *cli.Command {
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
 			&cli.StringFlag{Name: "name", Usage: "volume name (default: from the target IQN and LUN)"},
 			&cli.BoolFlag{Name: "daemon", Usage: "detach into the background once the device is ready"},
-			&cli.IntFlag{Name: "queues", Value: 1, Usage: "ublk: hardware queues"},
+			&cli.IntFlag{Name: "queues", Value: 1, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
 			&cli.IntFlag{Name: "nbd-connections", Value: 4, Usage: "nbd: sockets per device"},
 			metricsListenFlag(),
 		),

@@ -75,7 +75,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nop-timeout", Value: d.NOPTimeout, Usage: "time a NOP-Out ping may take"},
 		&cli.DurationFlag{Name: "login-timeout", Value: d.LoginTimeout, Usage: "time allowed for connecting and logging in"},
 		&cli.DurationFlag{Name: "command-timeout", Value: d.CommandTimeout, Usage: "time a SCSI command may go without status before it is aborted"},
-		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues"},
+		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
 		metricsListenFlag(),
