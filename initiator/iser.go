@@ -665,18 +665,20 @@ func (d *ISERDatamover) prepareLocked(t *Task, buf []byte) (*iserTask, error) {
 	if n > d.slot {
 		return nil, fmt.Errorf("iser: %d-byte transfer exceeds %d", n, d.slot)
 	}
-	st := d.entryLocked(t)
+	// The memory first: a reservation that fails leaves no entry behind
+	// (reservedLocked would take it for a good one).
+	slot, base := -1, 0
+	var mem RDMAMemory
 	if n > 0 {
-		if m, off := d.registered(buf); m != nil {
-			st.mem, st.base = m, off
-		} else {
-			slot, m, off, err := d.bounceSlotLocked()
-			if err != nil {
+		if mem, base = d.registered(buf); mem == nil {
+			var err error
+			if slot, mem, base, err = d.bounceSlotLocked(); err != nil {
 				return nil, err
 			}
-			st.slot, st.mem, st.base = slot, m, off
 		}
 	}
+	st := d.entryLocked(t)
+	st.slot, st.mem, st.base = slot, mem, base
 	return st, nil
 }
 
