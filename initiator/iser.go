@@ -183,10 +183,13 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		slot:      MaxTransfer,
 		maxBounce: queueDepth + iserSpareData,
 		ents:      make([]iserTask, queueDepth+iserControlSlots),
-		sges:      make([][2]rdma.SGE, queueDepth+iserControlSlots),
-		inSQ:      make([]int, queueDepth+iserControlSlots),
-		pdus:      make(chan *pdu.PDU, queueDepth+iserControlSlots),
-		stop:      make(chan struct{}), pollerOut: make(chan struct{}),
+		// Every queued SEND holds a send slot: the lists never grow.
+		pending:  make([]rdma.SendWR, 0, queueDepth+iserControlSlots),
+		spareWRs: make([]rdma.SendWR, 0, queueDepth+iserControlSlots),
+		sges:     make([][2]rdma.SGE, queueDepth+iserControlSlots),
+		inSQ:     make([]int, queueDepth+iserControlSlots),
+		pdus:     make(chan *pdu.PDU, queueDepth+iserControlSlots),
+		stop:     make(chan struct{}), pollerOut: make(chan struct{}),
 		unpark: make(chan struct{}, 1),
 		params: DefaultParams(),
 	}
