@@ -61,6 +61,11 @@ const (
 	// task was aborted without an answer stays out of use until teardown.
 	iserSpareData = 8
 	iserPollBatch = 32
+	// iserRepostBatch: consumed receives are posted again this many at a
+	// time (and at the end of every batch of completions): fewer than
+	// the control slots, so the ring always holds a receive for every
+	// command in flight and the unsolicited PDUs beside them.
+	iserRepostBatch = 8
 	// iserSignalEvery: one SEND in this many asks for a completion (and
 	// the one that takes the last free send slot).
 	iserSignalEvery = 16
@@ -115,7 +120,7 @@ type ISERDatamover struct {
 	ents        []iserTask           // per task index (the ITT's low bits)
 	extraEnts   map[uint32]*iserTask // tasks whose index is beyond ents
 	sges        [][2]rdma.SGE        // per send slot: its SEND's gather list
-	recvOne     [1]rdma.RecvWR       // repost's work request
+	reposts     []rdma.RecvWR        // receives to post again (under reapMu)
 	rx          pdu.PDU              // the PDU handed to the inline handler
 	pending     []rdma.SendWR        // queued by SendCommand, posted by Kick
 	spareWRs    []rdma.SendWR        // pending's other buffer, while Kick posts
@@ -183,6 +188,7 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 		slot:      MaxTransfer,
 		maxBounce: queueDepth + iserSpareData,
 		ents:      make([]iserTask, queueDepth+iserControlSlots),
+		reposts:   make([]rdma.RecvWR, 0, iserRepostBatch),
 		// Every queued SEND holds a send slot: the lists never grow.
 		pending:  make([]rdma.SendWR, 0, queueDepth+iserControlSlots),
 		spareWRs: make([]rdma.SendWR, 0, queueDepth+iserControlSlots),
@@ -867,7 +873,11 @@ func (d *ISERDatamover) complete(wc *rdma.Completion) error {
 		if err := d.parseRecv(idx, wc, p, true); err != nil {
 			return err
 		}
+		// Posted now, not with the batch: the send to the reader may wait.
 		if err := d.repost(idx); err != nil {
+			return err
+		}
+		if err := d.flushReposts(); err != nil {
 			return err
 		}
 		select {
@@ -879,16 +889,39 @@ func (d *ISERDatamover) complete(wc *rdma.Completion) error {
 	return fmt.Errorf("iser: completion with unknown id %#x", wc.ID)
 }
 
+// repost queues receive buffer i to be posted again once its PDU has been
+// handled; the queue is posted when it holds iserRepostBatch and when a
+// batch of completions ends (flushReposts). Under reapMu, like every
+// completion.
 func (d *ISERDatamover) repost(i int) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.closed || d.posted[i] {
+		d.mu.Unlock()
 		return nil
 	}
 	d.posted[i] = true
-	d.recvOne[0] = d.recvWR(i)
-	if err := d.conn.PostRecv(d.recvOne[:]); err != nil {
-		return fmt.Errorf("iser: repost receive: %w", err)
+	d.mu.Unlock()
+	d.reposts = append(d.reposts, d.recvWR(i))
+	if len(d.reposts) >= iserRepostBatch {
+		return d.flushReposts()
+	}
+	return nil
+}
+
+// flushReposts posts the queued receives with one call. Under reapMu.
+func (d *ISERDatamover) flushReposts() error {
+	if len(d.reposts) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	wrs := d.reposts
+	d.reposts = d.reposts[:0]
+	if d.closed {
+		return nil
+	}
+	if err := d.conn.PostRecv(wrs); err != nil {
+		return fmt.Errorf("iser: repost %d receives: %w", len(wrs), err)
 	}
 	return nil
 }

@@ -151,6 +151,13 @@ func (d *ISERDatamover) completeAll(wcs []rdma.Completion) bool {
 			ok = false
 		}
 	}
+	// The receives this batch consumed are all posted again before the
+	// CQ is waited on (complete queued them, iserRepostBatch at a time).
+	if err := d.flushReposts(); err != nil && ok {
+		d.fail(err)
+		_ = d.conn.Disconnect()
+		ok = false
+	}
 	return ok
 }
 

@@ -50,6 +50,7 @@ type Conn struct {
 	maxInSQ      int
 	sends        int // SENDs posted
 	posts        int // PostSend calls
+	recvPosts    int // PostRecv calls
 	signaled     int // of which signaled
 
 	target *Target
@@ -243,6 +244,7 @@ func (c *Conn) PostRecv(wrs []rdma.RecvWR) error {
 		}
 		c.recvs = append(c.recvs, wr)
 	}
+	c.recvPosts++
 	return nil
 }
 
@@ -386,6 +388,14 @@ func (c *Conn) Posts() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.posts
+}
+
+// RecvPosts is how many times the initiator posted to the receive queue,
+// and how many receives are posted now.
+func (c *Conn) RecvPosts() (calls, posted int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recvPosts, len(c.recvs)
 }
 
 // SendQueueUse is how many send queue entries the initiator's SENDs
