@@ -52,7 +52,7 @@ func DialISER(ctx context.Context, addr string, queueDepth int) (*ISERDatamover,
 	c, err := rdma.Dial(ctx, addr, rdma.DialOptions{
 		PrivateData: pdu.ISERPrivateData(),
 		SendDepth:   queueDepth + iserControlSlots,
-		RecvDepth:   queueDepth + iserControlSlots,
+		RecvDepth:   iserRecvRing(queueDepth),
 		MaxSendSGE:  2,
 		MaxRecvSGE:  1,
 	})

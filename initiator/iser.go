@@ -62,9 +62,10 @@ const (
 	iserSpareData = 8
 	iserPollBatch = 32
 	// iserRepostBatch: consumed receives are posted again this many at a
-	// time (and at the end of every batch of completions): fewer than
-	// the control slots, so the ring always holds a receive for every
-	// command in flight and the unsolicited PDUs beside them.
+	// time (and at the end of every batch of completions). The receive
+	// ring has this many beyond the queue depth and the control slots
+	// (iserRecvRing), for the receives held back, so batching never
+	// takes one from a response the target may send.
 	iserRepostBatch = 8
 	// iserSignalEvery: one SEND in this many asks for a completion (and
 	// the one that takes the last free send slot).
@@ -175,6 +176,14 @@ type iserTask struct {
 	queued    bool // its SEND was queued: the target may access the buffer
 }
 
+// iserRecvRing is the receive ring for queueDepth commands: a receive for
+// the response of every command and control request in flight, plus the
+// receives a batch of completions holds back before it posts them again.
+// Unsolicited PDUs (NOP-In pings, Async Messages, Rejects) use the margin.
+func iserRecvRing(queueDepth int) int {
+	return queueDepth + iserControlSlots + iserRepostBatch
+}
+
 // NewISERDatamover runs iSER over an established RDMA connection, for up to
 // queueDepth commands in flight. On error conn is closed.
 func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
@@ -183,7 +192,7 @@ func NewISERDatamover(conn RDMAConn, queueDepth int) (*ISERDatamover, error) {
 	}
 	d := &ISERDatamover{
 		conn:      conn,
-		nRecv:     queueDepth + iserControlSlots,
+		nRecv:     iserRecvRing(queueDepth),
 		nSend:     queueDepth + iserControlSlots,
 		slot:      MaxTransfer,
 		maxBounce: queueDepth + iserSpareData,
