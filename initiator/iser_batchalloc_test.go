@@ -1,12 +1,8 @@
 package initiator_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
-	"time"
-
-	"github.com/iser-attach/iser-attach/initiator"
 )
 
 // TestISERLargestBatchAllocatesNothing: the SENDs a batch queues go to a
@@ -19,18 +15,7 @@ import (
 // in flight at once.
 func TestISERLargestBatchAllocatesNothing(t *testing.T) {
 	const depth = 32
-	nx, _ := dialFakeISERNexus(t, "batchalloc", depth, 1<<12)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := initiator.OpenLUN(ctx, nx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, ok := l.Reaper(func() {})
-	if !ok {
-		t.Fatal("a LUN over iSER did not hand its completion queue over")
-	}
-	defer rp.Release()
+	l, rp, _ := reapingLUN(t, "batchalloc", depth)
 	bufs := make([][]byte, depth)
 	for i := range bufs {
 		bufs[i] = make([]byte, 4096)

@@ -282,3 +282,22 @@ func TestISERReapDoesNotWaitForCloseDrain(t *testing.T) {
 	rp.Release()
 	<-closed
 }
+
+// reapingLUN opens LUN 0 of a fake iSER nexus of depth and takes its
+// completion queue over, as a frontend loop does; released at cleanup.
+func reapingLUN(t *testing.T, volume string, depth int) (*initiator.LUN, blockdev.Reaper, *fakeISERConns) {
+	t.Helper()
+	nx, fake := dialFakeISERNexus(t, volume, depth, 1<<12)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := initiator.OpenLUN(ctx, nx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, ok := l.Reaper(func() {})
+	if !ok {
+		t.Fatal("a LUN over iSER did not hand its completion queue over")
+	}
+	t.Cleanup(rp.Release)
+	return l, rp, fake
+}

@@ -1,12 +1,10 @@
 package initiator_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/iser-attach/iser-attach/blockdev"
-	"github.com/iser-attach/iser-attach/initiator"
 )
 
 // TestISERRepostsInBatches: the receives a batch of completions consumed
@@ -17,18 +15,7 @@ import (
 // never found a receive missing (RNR).
 func TestISERRepostsInBatches(t *testing.T) {
 	const depth, n = 32, 20
-	nx, fake := dialFakeISERNexus(t, "repost", depth, 1<<12)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := initiator.OpenLUN(ctx, nx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, ok := l.Reaper(func() {})
-	if !ok {
-		t.Fatal("a LUN over iSER did not hand its completion queue over")
-	}
-	defer rp.Release()
+	l, rp, fake := reapingLUN(t, "repost", depth)
 	fc := fake.conn(-1)
 	// Whatever the LUN's probe left in the CQ first.
 	d := &reapDone{errs: make(chan error, n)}
