@@ -719,10 +719,8 @@ func (d *ISERDatamover) TaskDone(t *Task) {
 	st := d.reservedLocked(t)
 	if st == nil || d.liveLocked(t.ITT) != st {
 		if st != nil && !st.queued {
-			d.releaseLocked(st) // reserved, never sent: the target never saw it
-			if ittIndex(st.itt) >= len(d.ents) {
-				delete(d.extraEnts, st.itt)
-			}
+			d.releaseLocked(st)        // reserved, never sent: the target never saw it
+			d.setLiveLocked(st, false) // an entry beyond ents is forgotten
 		}
 		d.mu.Unlock()
 		return
