@@ -68,7 +68,8 @@
 #                              were dropped
 #   tgt_kill                   SIGKILL tgtd, wait until it is gone
 #   fault_tgt_restart IQN MiB SEC  tgtd killed, SEC seconds later started again and the
-#                              target re-created on the same backing file (tgt_iser)
+#                              target re-created on the same backing file (tgt_iser); an iSER
+#                              login (iser-attach info) checks that the new tgtd takes connections
 #   fault_daemon_kill NAME     SIGKILL the iser-attach daemon serving volume NAME
 #   fio_fault_start NAME DEV OFFSET SIZE SEED   background fio (FIO_PID): random writes with
 #                              crc32c headers, rate-capped to outlast a fault, then all read back
@@ -983,7 +984,28 @@ fault_tgt_restart() {
 	tgt_kill || return 1
 	echo "fault: tgtd killed, down for $3 s" >&2
 	sleep "$3"
-	tgt_iser "$1" "$2" || return 1
+	# A tgtd started right after a killed one sometimes takes no RDMA connection at all,
+	# although its listener is there (rdma res show cm_id: LISTEN on 0.0.0.0:3260): every
+	# connect is rejected with reason 8 (no listener for the service ID) for as long as that
+	# tgtd runs. That is the lab's peer, not the initiator under test: a fresh iSER login
+	# (iser-attach info) tells, and such a tgtd is killed and started again (3 tries). Any
+	# other login failure fails the fault.
+	for _ftr in 1 2 3; do
+		tgt_iser "$1" "$2" || return 1
+		_ftr_out=$(timeout 30 iser-attach --log-level error info --transport iser \
+			--portal "$VMLAB_ADDR:3260" --target "$1" --login-timeout 10s 2>&1) && break
+		case $_ftr_out in
+		*"rejected (reason 8)"*) ;;
+		*)
+			echo "fault: iSER login to the restarted tgtd failed: $_ftr_out" >&2
+			return 1
+			;;
+		esac
+		echo "fault: the restarted tgtd rejects every RDMA connection (reason 8; try $_ftr): restarting it" >&2
+		[ "$_ftr" = 3 ] && return 1
+		tgt_kill || return 1
+		sleep 2
+	done
 	echo "fault: tgtd up again with target $1" >&2
 }
 
