@@ -100,6 +100,7 @@ script-tests:
 	scripts/install-test.sh
 	scripts/deps-test.sh
 	scripts/vmlab/bench-test.sh
+	scripts/vmlab/faults-test.sh
 
 # The Debian package, offline from the tree (scripts/deb/build.sh): a hardened (PIE, full
 # RELRO), stripped cgo build, its man page and completions, the units, udev rule, maintainer

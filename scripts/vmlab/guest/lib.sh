@@ -980,6 +980,12 @@ tgt_kill() {
 	}
 }
 
+# tgt_probe IQN: an iSER login to tgtd's target IQN and out again (iser-attach info); what it
+# printed on failure.
+tgt_probe() {
+	timeout 30 iser-attach --log-level error info --transport iser \
+		--portal "$VMLAB_ADDR:3260" --target "$1" --login-timeout 10s 2>&1 >/dev/null
+}
 fault_tgt_restart() {
 	tgt_kill || return 1
 	echo "fault: tgtd killed, down for $3 s" >&2
@@ -988,12 +994,11 @@ fault_tgt_restart() {
 	# although its listener is there (rdma res show cm_id: LISTEN on 0.0.0.0:3260): every
 	# connect is rejected with reason 8 (no listener for the service ID) for as long as that
 	# tgtd runs. That is the lab's peer, not the initiator under test: a fresh iSER login
-	# (iser-attach info) tells, and such a tgtd is killed and started again (3 tries). Any
-	# other login failure fails the fault.
+	# (tgt_probe) tells, and such a tgtd is killed and started again (3 tries). Any other
+	# login failure fails the fault.
 	for _ftr in 1 2 3; do
 		tgt_iser "$1" "$2" || return 1
-		_ftr_out=$(timeout 30 iser-attach --log-level error info --transport iser \
-			--portal "$VMLAB_ADDR:3260" --target "$1" --login-timeout 10s 2>&1) && break
+		_ftr_out=$(tgt_probe "$1") && break
 		case $_ftr_out in
 		*"rejected (reason 8)"*) ;;
 		*)
