@@ -3,7 +3,9 @@
 # by dash as in the guest) with the lab's peers replaced by shell functions and a stub
 # iser-attach: fault_tgt_restart starts tgtd again while the new one rejects every RDMA
 # connection with reason 8, gives up after three, and fails at once on any other login
-# failure; tgt_probe logs in over iSER and reports what failed. A second. `make script-tests`.
+# failure; tgt_probe logs in over iSER and reports what failed; rerun_if_died runs a command
+# once more after restarting a peer that died under it, and only then. A second.
+# `make script-tests`.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
@@ -89,5 +91,56 @@ probe 1
 check "tgt_probe, login rejected: exit 1" test $? = 1
 check "tgt_probe, login rejected: the error printed: $(cat "$T/out")" \
 	test "$(cat "$T/out")" = "dial iser: connect: rdma: connection rejected (reason 8)"
+
+# rerun_if_died: a stub pidof says whether the peer lives ($T/alive); work WHAT... runs the
+# WHATs in turn (ok, fail, or die: the peer exits and the run fails), again restarts the peer.
+cat >"$T/stub/pidof" <<'STUB'
+#!/bin/sh
+[ -e "$STATE/alive" ]
+STUB
+chmod +x "$T/stub/pidof"
+rerun() { # RESTART-RESULT WHAT...
+	touch "$T/alive"
+	echo 0 >"$T/runs"
+	: >"$T/calls"
+	STATE=$T PATH="$T/stub:$PATH" dash -c '
+. "$0"
+restart=$1
+shift
+work() {
+	_n=$(($(cat "$STATE/runs") + 1))
+	echo "$_n" >"$STATE/runs"
+	shift $((_n - 1))
+	echo "work $_n $1" >>"$STATE/calls"
+	case $1 in
+	ok) return 0 ;;
+	die) rm -f "$STATE/alive" ;;
+	esac
+	return 1
+}
+again() {
+	echo "again $1" >>"$STATE/calls"
+	[ "$restart" = ok ] || return 1
+	touch "$STATE/alive"
+}
+rerun_if_died peer "again x" work "$@"
+echo "status $? RERUN $RERUN" >>"$STATE/calls"' "$HERE/guest/lib.sh" "$@" 2>"$T/err"
+}
+rcalls() { paste -sd, "$T/calls"; }
+rerun ok ok
+check "rerun_if_died, the command works: run once: $(rcalls)" test "$(rcalls)" = "work 1 ok,status 0 RERUN 0"
+rerun ok fail ok
+check "rerun_if_died, fails with the peer alive: not run again: $(rcalls)" \
+	test "$(rcalls)" = "work 1 fail,status 1 RERUN 0"
+rerun ok die ok
+check "rerun_if_died, the peer died: restarted and run again: $(rcalls)" \
+	test "$(rcalls)" = "work 1 die,again x,work 2 ok,status 0 RERUN 1"
+check "rerun_if_died, the peer died: said on stderr" grep -q "peer died during 'work die ok': again x, then once more" "$T/err"
+rerun ok die fail
+check "rerun_if_died, the second run fails too: $(rcalls)" \
+	test "$(rcalls)" = "work 1 die,again x,work 2 fail,status 1 RERUN 1"
+rerun fail die ok
+check "rerun_if_died, the restart fails: not run again: $(rcalls)" \
+	test "$(rcalls)" = "work 1 die,again x,status 1 RERUN 1"
 
 report faults-test

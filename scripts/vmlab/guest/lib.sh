@@ -67,6 +67,8 @@
 #   fault_tcp_partition PORT SEC   TCP PORT partitioned for SEC seconds; fails unless packets
 #                              were dropped
 #   tgt_kill                   SIGKILL tgtd, wait until it is gone
+#   rerun_if_died PROC RESTART CMD...   CMD, and when it failed with no PROC running any more
+#                              (a peer that died under it), RESTART and CMD once more (RERUN=1)
 #   fault_tgt_restart IQN MiB SEC  tgtd killed, SEC seconds later started again and the
 #                              target re-created on the same backing file (tgt_iser); an iSER
 #                              login (iser-attach info) checks that the new tgtd takes connections
@@ -980,6 +982,21 @@ tgt_kill() {
 	}
 }
 
+# rerun_if_died PROC RESTART CMD...: CMD; when it fails and no process PROC runs any more (the
+# peer died under it), RESTART (a command line, split into words) and CMD once more. RERUN is 1
+# then, else 0; the status is that of the last command run.
+rerun_if_died() {
+	_rd_p=$1 _rd_r=$2
+	shift 2
+	RERUN=0
+	"$@" && return 0
+	pidof "$_rd_p" >/dev/null && return 1
+	RERUN=1
+	echo "rerun_if_died: $_rd_p died during '$*': $_rd_r, then once more" >&2
+	# shellcheck disable=SC2086 # a command line
+	$_rd_r || return 1
+	"$@"
+}
 # tgt_probe IQN: an iSER login to tgtd's target IQN and out again (iser-attach info); what it
 # printed on failure.
 tgt_probe() {
