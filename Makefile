@@ -57,9 +57,10 @@ soak: build build-nocgo test-bins
 		VMLAB_TEST_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 240 )) \
 		ISER_VMLAB_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 420 )) scripts/vmlab/vmlab.sh e2e
 
-# The packages the tests need first (scripts/deps.sh: installs only what is missing), then the
+# No build output in git (scripts/repo-check.sh: no tracked ELF file, none over 1 MiB), then
+# the packages the tests need (scripts/deps.sh: installs only what is missing), then the
 # shell tools' host tests (seconds; script-tests below).
-test: test-deps script-tests vet build-nocgo deb-check unit fuzz e2e
+test: repo-check test-deps script-tests vet build-nocgo deb-check unit fuzz e2e
 
 test-deps:
 	scripts/deps.sh test
@@ -85,7 +86,7 @@ clean:
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
-.PHONY: install uninstall script-tests
+.PHONY: install uninstall script-tests repo-check
 
 install: build
 	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" scripts/install.sh install $(BIN)/iser-attach
@@ -101,6 +102,7 @@ script-tests:
 	scripts/deps-test.sh
 	scripts/vmlab/bench-test.sh
 	scripts/vmlab/faults-test.sh
+	scripts/repo-check-test.sh
 
 # The Debian package, offline from the tree (scripts/deb/build.sh): a hardened (PIE, full
 # RELRO), stripped cgo build, its man page and completions, the units, udev rule, maintainer
@@ -114,3 +116,7 @@ deb:
 # lintian (no errors) and the package's contents and maintainer scripts (scripts/deb/check.sh).
 deb-check: deb
 	scripts/deb/check.sh $(BIN)/iser-attach_*.deb
+
+# Fails when git tracks an ELF file or a file over 1 MiB (a build output committed by mistake).
+repo-check:
+	scripts/repo-check.sh

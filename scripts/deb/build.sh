@@ -67,7 +67,11 @@ gzip -9n "$ROOT/usr/share/man/man8/iser-attach.8" "$ROOT/usr/share/man/man8/iser
 	echo "Source: https://github.com/iser-attach/iser-attach"
 	echo
 	echo "Copyright: the iser-attach authors"
-	if [ -f "$REPO/LICENSE" ]; then
+	if [ -f "$REPO/LICENSE" ] && grep -q 'Apache License' "$REPO/LICENSE" && grep -q 'Version 2.0' "$REPO/LICENSE"; then
+		echo "License: Apache-2.0"
+		echo " On Debian systems the full text of the Apache License 2.0 is in"
+		echo " /usr/share/common-licenses/Apache-2.0."
+	elif [ -f "$REPO/LICENSE" ]; then
 		echo "License:"
 		sed 's/^/ /; s/^ $/ ./' "$REPO/LICENSE"
 	else

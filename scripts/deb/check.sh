@@ -69,6 +69,7 @@ check "changelog.Debian.gz does not start with the version" \
 	test "$(gunzip -c "$T/root/usr/share/doc/iser-attach/changelog.Debian.gz" | head -1)" = \
 	"iser-attach ($version) unstable; urgency=medium"
 check "copyright lacks the modules linked in" grep -q '^Module: github.com/urfave/cli/v2 ' "$T/root/usr/share/doc/iser-attach/copyright"
+check "copyright names the project's licence (Apache-2.0, LICENSE)" bash -c 'sed -n "1,/^Module:/p" "$0" | grep -q "^License: Apache-2.0"' "$T/root/usr/share/doc/iser-attach/copyright"
 for m in iser-attach iser-fstab; do
 	if command -v man >/dev/null; then
 		page=$(MANWIDTH=80 man --warnings -l "$T/root/usr/share/man/man8/$m.8.gz" 2>"$T/man.err")
