@@ -33,4 +33,12 @@
 // Response PDU (see [ParseSenseSegment]) into nil, a [*SenseError] or a
 // [*StatusError]. Both error types report whether a retry can help and
 // which errno the Linux block layer would report for the same failure.
+//
+// # Asymmetric access (ALUA)
+//
+// [ReportTargetPortGroups] and [ParseReportTargetPortGroups] read a LU's
+// target port groups and their [AccessState]s (SPC-4 5.16, 6.36), in the
+// extended or the length-only format; [Sense.ALUA] classifies the senses that
+// ALUA defines (NOT READY 04/0A-0C, UNIT ATTENTION 2A/06-07). They are the
+// codec a path selector needs; this package decides nothing about paths.
 package scsi

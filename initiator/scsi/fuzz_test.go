@@ -182,3 +182,31 @@ func FuzzParseVPD(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseReportTargetPortGroups(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte, extended bool) {
+		g, err := ParseReportTargetPortGroups(b, extended)
+		if err != nil {
+			return
+		}
+		if g.Extended && !extended {
+			t.Fatal("extended header taken though not asked for")
+		}
+		again, err := ParseReportTargetPortGroups(g.Marshal(), extended)
+		if err != nil {
+			t.Fatalf("reparse of % x: %v", g.Marshal(), err)
+		}
+		if again.Truncated || again.Extended != g.Extended || again.ImplicitTransitionTime != g.ImplicitTransitionTime ||
+			len(again.Groups) != len(g.Groups) {
+			t.Fatalf("round trip\n got %+v\nwant %+v", again, g)
+		}
+		for i := range g.Groups {
+			if len(g.Groups[i].Ports) == 0 {
+				g.Groups[i].Ports = nil
+			}
+			if !reflect.DeepEqual(again.Groups[i], g.Groups[i]) {
+				t.Fatalf("group %d: got %+v, want %+v", i, again.Groups[i], g.Groups[i])
+			}
+		}
+	})
+}
