@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// lioRTPG is what LIO answers REPORT TARGET PORT GROUPS with the extended
-// header for a LU behind two groups (its configfs alua/ groups "opt" id 1,
-// relative port 1, and "nonopt" id 2, relative port 2): the supported
-// states 0xcf are LIO's default (T, O, U, S, AN, AO).
+// lioRTPG is shaped as LIO builds REPORT TARGET PORT GROUPS with the
+// extended header for a LU behind two groups (configfs alua/ groups id 1,
+// relative port 1, and id 2, relative port 2); 0xcf is LIO's default set of
+// supported states (T, O, U, S, AN, AO). Made by hand, not captured.
 var lioRTPG = []byte{
 	0x00, 0x00, 0x00, 0x1c, // RETURN DATA LENGTH 28
 	0x10, 0x00, 0x00, 0x00, // FORMAT TYPE 001b, IMPLICIT TRANSITION TIME 0
