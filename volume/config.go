@@ -73,6 +73,9 @@ type Config struct {
 	// MetricsListen, when not empty, serves Prometheus metrics at
 	// /metrics: tcp:HOST:PORT or unix:PATH, as serve's --listen.
 	MetricsListen string
+	// ReadOnly exposes the LUN read-only: writes are refused by the
+	// frontend, never sent to the target.
+	ReadOnly bool
 }
 
 // ConfigError is a problem in a configuration file. Line is 1-based, or 0
@@ -175,6 +178,7 @@ var configKeys = map[string]configKey{
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
 	"metrics_listen":      {set: setMetricsListen},
+	"read_only":           {set: func(c *Config, v string) error { return setBool(&c.ReadOnly, v) }},
 }
 
 // ParseConfig reads the configuration file of volume name; path only
@@ -438,6 +442,19 @@ func setAbsPath(dst *string, v string) error {
 	return nil
 }
 
+// setBool accepts true or false.
+func setBool(dst *bool, v string) error {
+	switch v {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return fmt.Errorf("%q: want true or false", v)
+	}
+	return nil
+}
+
 func setInt(dst *int, v string, lo, hi int) error {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
@@ -508,6 +525,9 @@ func (c *Config) Marshal() []byte {
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
 	str("initiator_name", c.InitiatorName, "")
 	str("metrics_listen", c.MetricsListen, "")
+	if c.ReadOnly {
+		b.WriteString("read_only = true\n")
+	}
 	return b.Bytes()
 }
 

@@ -37,6 +37,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.CommandTimeout = 45 * time.Second
 	full.Queues, full.NBDConnections = 2, 8
 	full.InitiatorName = "iqn.2026-01.com.example:host1"
+	full.ReadOnly = true
 
 	minimal := DefaultConfig("db")
 	minimal.Path = "db.conf"
@@ -72,7 +73,9 @@ command_timeout = 45s
 queues = 2
 nbd_connections = 8
 initiator_name = iqn.2026-01.com.example:host1
+read_only = true
 `, full},
+		{"read_only false", minimalConf + "read_only = false\n", minimal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +143,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"nbd connections", base + "nbd_connections = 65\n", 3, "nbd_connections", "1 to 64"},
 		{"initiator name", base + "initiator_name = host1\n", 3, "initiator_name", "not an iSCSI name"},
 		{"user control char", base + "chap_user = a\x01b\n", 3, "chap_user", "control"},
+		{"read_only yes", base + "read_only = yes\n", 3, "read_only", "want true or false"},
+		{"read_only 1", base + "read_only = 1\n", 3, "read_only", "want true or false"},
 		{"other section", "[target]\n" + base, 1, "", "unknown section"},
 		{"two headers", "[volume]\n[volume]\n" + base, 2, "", "second [volume]"},
 		{"header after keys", base + "[volume]\n", 3, "", "before the first key"},
@@ -313,6 +318,7 @@ func TestListConfigs(t *testing.T) {
 
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(minimalConf))
+	f.Add([]byte(minimalConf + "read_only = true\n"))
 	f.Add([]byte("[volume]\r\nportal = [fe80::1%eth0]:3260\nportal = h,1\ntarget = naa.6001405abcdef\nlun = 7\nchap_user = u\nchap_secret_file = /s\nmutual_user = m\nmutual_secret_file = /m\n"))
 	f.Add([]byte("; c\n# c\nportal=h\ntarget=eui.0123456789ABCDEF\nreplacement_timeout=0\nnop_interval=1h\nqueues=4096\n"))
 	f.Add([]byte("portal = h\nportal = h:3260\n"))

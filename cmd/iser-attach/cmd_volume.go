@@ -79,6 +79,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
 		metricsListenFlag(),
+		&cli.BoolFlag{Name: "read-only", Usage: "attach the volume read-only (read_only = true)"},
 		&cli.BoolFlag{Name: "force", Usage: "overwrite an existing file"},
 	}
 }
@@ -108,6 +109,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")
+	cfg.ReadOnly = c.Bool("read-only")
 	if err := checkVolumeFlags(&cfg); err != nil {
 		return fmt.Errorf("volume add %s: %w", name, err)
 	}

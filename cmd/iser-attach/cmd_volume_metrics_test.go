@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +40,40 @@ func TestVolumeMetricsListen(t *testing.T) {
 	}
 	if sp.MetricsListen != "tcp:127.0.0.1:9464" {
 		t.Fatalf("attach --volume db: MetricsListen %q", sp.MetricsListen)
+	}
+}
+
+// TestVolumeReadOnly: volume add --read-only writes read_only = true,
+// attach --volume takes it from the file, and a volume without it is
+// writable.
+func TestVolumeReadOnly(t *testing.T) {
+	dir := volumeEnv(t)
+	for _, name := range []string{"ro", "rw"} {
+		args := []string{"add", name, "--portal", "10.0.0.1", "--target", volTarget, "--initiator-name", "iqn.2026-11.io.iser-attach:host"}
+		if name == "ro" {
+			args = append(args, "--read-only")
+		}
+		if _, errs, err := runVolume(t, args...); err != nil {
+			t.Fatalf("add %s: %v\n%s", name, err, errs)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "ro.conf"))
+	if err != nil || !strings.Contains(string(data), "\nread_only = true\n") {
+		t.Fatalf("ro.conf: %v\n%s", err, data)
+	}
+	for name, want := range map[string]bool{"ro": true, "rw": false} {
+		var sp *attachSpec
+		app := &cli.App{Name: "iser-attach", ExitErrHandler: func(*cli.Context, error) {},
+			Commands: []*cli.Command{{Name: "attach", Flags: []cli.Flag{&cli.StringFlag{Name: "initiator-name"}},
+				Action: func(c *cli.Context) (err error) {
+					sp, err = specFromVolume(c, name)
+					return err
+				}}}}
+		if err := app.Run([]string{"iser-attach", "attach"}); err != nil {
+			t.Fatal(err)
+		}
+		if sp.ReadOnly != want {
+			t.Errorf("attach --volume %s: ReadOnly %v, want %v", name, sp.ReadOnly, want)
+		}
 	}
 }
