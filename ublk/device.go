@@ -143,7 +143,11 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 	}
 	ro := p.Attrs&attrReadOnly != 0
 	if want := opt.ReadOnly || b.ReadOnly(); ro != want {
-		return fail(fmt.Errorf("device is read-only %v, wanted read-only %v (the attribute is fixed at creation)", ro, want))
+		is, wanted := "writable", "read-only"
+		if ro {
+			is, wanted = wanted, is
+		}
+		return fail(fmt.Errorf("device is %s, wanted %s (fixed when it was created)", is, wanted))
 	}
 	for {
 		err = c.startRecovery(ctx, uint32(id))
