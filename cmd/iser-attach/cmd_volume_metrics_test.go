@@ -77,3 +77,36 @@ func TestVolumeReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachReadOnlyFlag: attach --read-only sets the spec's ReadOnly,
+// without it the spec is writable; serve has the flag too.
+func TestAttachReadOnlyFlag(t *testing.T) {
+	volumeEnv(t)
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{[]string{"--read-only"}, true}, {nil, false}} {
+		cmd := attachCommand()
+		var sp *attachSpec
+		cmd.Action = func(c *cli.Context) (err error) {
+			sp, err = attachSpecFrom(c)
+			return err
+		}
+		app := &cli.App{Name: "iser-attach", ExitErrHandler: func(*cli.Context, error) {},
+			Flags: []cli.Flag{&cli.StringFlag{Name: "initiator-name", Value: "iqn.2026-11.io.iser-attach:host"}}, Commands: []*cli.Command{cmd}}
+		args := append([]string{"iser-attach", "attach", "--portal", "10.0.0.1", "--target", volTarget}, c.args...)
+		if err := app.Run(args); err != nil {
+			t.Fatal(err)
+		}
+		if sp.ReadOnly != c.want {
+			t.Errorf("attach %q: ReadOnly %v, want %v", c.args, sp.ReadOnly, c.want)
+		}
+	}
+	found := false
+	for _, f := range serveCommand().Flags {
+		found = found || f.Names()[0] == "read-only"
+	}
+	if !found {
+		t.Error("serve has no --read-only")
+	}
+}
