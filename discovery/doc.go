@@ -4,5 +4,6 @@
 //
 // ParseSendTargets and ParsePortal are pure; SendTargets opens a discovery
 // session, asks SendTargets=All, logs out and returns the targets in the
-// order the target listed them.
+// order the target listed them; a login with credentials refused for
+// authentication is tried once more without them (see SendTargets).
 package discovery

@@ -49,8 +49,13 @@ type LoginError struct {
 	// Redirect holds the TargetAddress of a redirection (class 1).
 	Redirect string
 	// Initiator is the InitiatorName the login offered; the message names
-	// it when the target refused that initiator (detail 1 or 2 of class 2).
+	// it when the target refused that initiator (detail 1, 2 or 3 of
+	// class 2).
 	Initiator string
+	// Target is the TargetName of a normal session's login ("" for
+	// discovery); with it a refusal as not authorized (detail 2) or target
+	// not found (detail 3) points at the target's ACL.
+	Target string
 }
 
 var loginStatus = map[uint16]string{
@@ -82,10 +87,24 @@ func (e *LoginError) Error() string {
 	if e.Redirect != "" {
 		msg += " to " + e.Redirect
 	}
-	if e.Class == 2 && (e.Detail == 1 || e.Detail == 2) && e.Initiator != "" {
+	switch {
+	case e.Class != 2 || e.Initiator == "":
+	case e.Detail == 2 && e.Target != "":
+		msg += ": the target's ACL does not admit initiator " + e.Initiator + "; add it there (" + aclHint(e.Target, e.Initiator) + ")"
+	case e.Detail == 3 && e.Target != "":
+		// tgt answers so for an initiator its ACL does not admit, too.
+		msg += ": no target " + e.Target + " for initiator " + e.Initiator +
+			" here: check the name (iser-attach discover PORTAL) and that the target's ACL admits the initiator (" + aclHint(e.Target, e.Initiator) + ")"
+	case e.Detail == 1 || e.Detail == 2 || e.Detail == 3:
 		msg += "; initiator name " + e.Initiator
 	}
 	return msg
+}
+
+// aclHint says how LIO and tgt admit initiator to target.
+func aclHint(target, initiator string) string {
+	return "LIO: targetcli /iscsi/" + target + "/tpg1/acls create " + initiator +
+		"; tgt: tgtadm --lld iscsi --mode target --op bind --tid TID --initiator-name " + initiator
 }
 
 // ErrAuthFailed is wrapped by login errors caused by authentication.
@@ -221,6 +240,9 @@ func (st *loginState) exchange(csg, nsg uint8, transit bool, kvs []textkey.KV) (
 		}
 		if resp.StatusClass != 0 {
 			le := &LoginError{Class: resp.StatusClass, Detail: resp.StatusDetail, Initiator: st.cfg.InitiatorName}
+			if !st.cfg.Discovery {
+				le.Target = st.cfg.TargetName
+			}
 			if kv, err := textkey.Parse(p.Data); err == nil {
 				le.Redirect, _ = textkey.Get(kv, "TargetAddress")
 			}

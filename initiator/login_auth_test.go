@@ -72,23 +72,34 @@ func TestLoginAuthMethodOffer(t *testing.T) {
 	}
 }
 
-// TestLoginRefusalNamesInitiator: a login refused for authentication or
-// authorization says which initiator name was refused; other refusals do
-// not.
+// TestLoginRefusalNamesInitiator: a login refused for authentication,
+// authorization or an unknown target says which initiator name was
+// refused, and for the last two how the target's ACL admits it (LIO
+// answers an initiator its ACL lacks with 02/02, tgt with 02/03); other
+// refusals do not.
 func TestLoginRefusalNamesInitiator(t *testing.T) {
+	const acl = "(LIO: targetcli /iscsi/iqn.2026-11.test:tgt/tpg1/acls create iqn.2026-11.test:init; " +
+		"tgt: tgtadm --lld iscsi --mode target --op bind --tid TID --initiator-name iqn.2026-11.test:init)"
 	for _, c := range []struct {
 		detail uint8
-		words  string
-		named  bool
-	}{{1, "authentication failed", true}, {2, "authorization failure", true}, {3, "target not found", false}} {
+		want   string // the whole message after "login rejected: "
+	}{
+		{1, "authentication failed (status class 0x02 detail 0x01); initiator name iqn.2026-11.test:init"},
+		{2, "authorization failure (initiator not allowed to access this target) (status class 0x02 detail 0x02): " +
+			"the target's ACL does not admit initiator iqn.2026-11.test:init; add it there " + acl},
+		{3, "target not found (status class 0x02 detail 0x03): no target iqn.2026-11.test:tgt for initiator iqn.2026-11.test:init here: " +
+			"check the name (iser-attach discover PORTAL) and that the target's ACL admits the initiator " + acl},
+		{4, "target removed (status class 0x02 detail 0x04)"},
+	} {
 		_, _, err := loginTo(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
 			return tg.Login(req, iscsitest.LoginOptions{StatusClass: 2, StatusDetail: c.detail})
 		}, nil)
-		if err == nil || !strings.Contains(err.Error(), c.words) {
+		var le *initiator.LoginError
+		if !errors.As(err, &le) || le.Detail != c.detail {
 			t.Fatalf("detail %d: err = %v", c.detail, err)
 		}
-		if got := strings.Contains(err.Error(), "initiator name iqn.2026-11.test:init"); got != c.named {
-			t.Fatalf("detail %d: %q names the initiator: %v, want %v", c.detail, err, got, c.named)
+		if got, want := err.Error(), "login rejected: "+c.want; got != want {
+			t.Errorf("detail %d:\n got %s\nwant %s", c.detail, got, want)
 		}
 	}
 }

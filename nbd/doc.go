@@ -17,8 +17,8 @@
 //     size is Backend.BlockSize, the preferred one Backend.PreferredBlockSize
 //     (a power of two of at least 512), the maximum 32 MiB.
 //   - transmission flags HAS_FLAGS, SEND_FLUSH, SEND_FUA, CAN_MULTI_CONN,
-//     and READ_ONLY, or SEND_TRIM and SEND_WRITE_ZEROES as the Backend
-//     reports.
+//     and READ_ONLY (when the Backend reports it, or Export.ReadOnly), or
+//     SEND_TRIM and SEND_WRITE_ZEROES as the Backend reports.
 //   - commands NBD_CMD_READ, WRITE (with FUA), FLUSH, TRIM (FUA is a flush
 //     after the trim), WRITE_ZEROES (NBD_CMD_FLAG_NO_HOLE means
 //     mayUnmap=false) and DISC. NBD_CMD_CACHE and the structured-reply-only

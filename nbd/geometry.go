@@ -20,6 +20,17 @@ type geometry struct {
 	canWriteZeroes bool
 }
 
+// geometry is the geometry of e's Backend, read-only when e is.
+func (e *Export) geometry() (geometry, error) {
+	g, err := geometryOf(e.Backend)
+	if err == nil && e.ReadOnly && !g.readOnly {
+		g.readOnly = true
+		g.flags |= flagReadOnly
+		g.flags &^= flagSendTrim | flagSendWriteZeroes
+	}
+	return g, err
+}
+
 // geometryOf reads b's properties and derives the advertised values.
 //
 //   - minimum: BlockSize, which must be a power of two up to 64 KiB, and must

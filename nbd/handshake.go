@@ -73,7 +73,7 @@ func (h *haggler) option() (exp *Export, g geometry, done bool, err error) {
 		if !ok {
 			return nil, g, true, fmt.Errorf("handshake: NBD_OPT_EXPORT_NAME: unknown export %q", name)
 		}
-		if g, err = geometryOf(e.Backend); err != nil {
+		if g, err = e.geometry(); err != nil {
 			return nil, g, true, fmt.Errorf("handshake: NBD_OPT_EXPORT_NAME: %w", err)
 		}
 		h.out = append(h.out, exportNameReply(&g, h.noZeroes)...)
@@ -146,7 +146,7 @@ func (h *haggler) info(option uint32, data []byte) (*Export, geometry, bool) {
 		h.replyErr(option, repErrUnknown, fmt.Sprintf("unknown export %q", req.Name))
 		return nil, geometry{}, false
 	}
-	g, err := geometryOf(e.Backend)
+	g, err := e.geometry()
 	if err != nil {
 		h.replyErr(option, repErrUnknown, err.Error())
 		return nil, geometry{}, false

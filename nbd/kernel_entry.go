@@ -48,7 +48,7 @@ func (s *Server) ExportInfo(name string) (ExportInfo, error) {
 	if !ok {
 		return ExportInfo{}, fmt.Errorf("nbd export info: unknown export %q", name)
 	}
-	g, err := geometryOf(e.Backend)
+	g, err := e.geometry()
 	if err != nil {
 		return ExportInfo{}, fmt.Errorf("nbd export info: export %q: %w", name, err)
 	}
@@ -83,7 +83,7 @@ func (s *Server) ServeTransmission(ctx context.Context, nc net.Conn, export stri
 		nc.Close()
 		return fmt.Errorf("nbd serve transmission: unknown export %q", export)
 	}
-	g, err := geometryOf(e.Backend)
+	g, err := e.geometry()
 	if err != nil {
 		nc.Close()
 		return fmt.Errorf("nbd serve transmission: export %q: %w", export, err)

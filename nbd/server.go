@@ -20,6 +20,12 @@ type Export struct {
 	// Description is sent in NBD_INFO_DESCRIPTION and NBD_OPT_LIST.
 	Description string
 	Backend     Backend
+	// ReadOnly exports a writable Backend read-only, as a Backend whose
+	// ReadOnly is true is: NBD_FLAG_READ_ONLY in the transmission flags,
+	// no TRIM or WRITE_ZEROES advertised, and every WRITE, TRIM and
+	// WRITE_ZEROES (FUA or not) answered EPERM without reaching the
+	// Backend. FLUSH is served.
+	ReadOnly bool
 }
 
 // Options tune a Server. The zero value is usable.

@@ -24,7 +24,10 @@ func TestRequestChecks(t *testing.T) {
 	rw, mem := memExport("rw", nbdtest.Config{Size: testSize, BlockSize: 4096})
 	ro, roMem := memExport("ro", nbdtest.Config{Size: testSize, ReadOnly: true})
 	nz, nzMem := memExport("nz", nbdtest.Config{Size: testSize, NoTrim: true, NoWriteZeroes: true})
-	ts := startServer(t, []Export{rw, ro, nz}, Options{})
+	// A writable backend exported read-only (Export.ReadOnly).
+	rox, roxMem := memExport("rox", nbdtest.Config{Size: testSize})
+	rox.ReadOnly = true
+	ts := startServer(t, []Export{rw, ro, nz, rox}, Options{})
 
 	blk := bytes.Repeat([]byte{0xa5}, 4096)
 	tests := []struct {
@@ -67,11 +70,17 @@ func TestRequestChecks(t *testing.T) {
 		{"ro", "read-only trim", request{Type: cmdTrim, Length: 512}, nil, errPerm},
 		{"ro", "read-only write zeroes", request{Type: cmdWriteZeroes, Length: 512}, nil, errPerm},
 		{"ro", "read-only flush ok", request{Type: cmdFlush}, nil, 0},
+		{"rox", "exported read-only: read ok", request{Type: cmdRead, Length: 512}, nil, 0},
+		{"rox", "exported read-only: write", request{Type: cmdWrite, Length: 512}, blk[:512], errPerm},
+		{"rox", "exported read-only: FUA write", request{Type: cmdWrite, Flags: cmdFlagFUA, Length: 512}, blk[:512], errPerm},
+		{"rox", "exported read-only: trim", request{Type: cmdTrim, Length: 512}, nil, errPerm},
+		{"rox", "exported read-only: write zeroes", request{Type: cmdWriteZeroes, Length: 512}, nil, errPerm},
+		{"rox", "exported read-only: flush ok", request{Type: cmdFlush}, nil, 0},
 		{"nz", "trim unsupported", request{Type: cmdTrim, Length: 512}, nil, errInval},
 		{"nz", "write zeroes unsupported", request{Type: cmdWriteZeroes, Length: 512}, nil, errInval},
 	}
 	clients := map[string]*rawClient{}
-	for _, name := range []string{"rw", "ro", "nz"} {
+	for _, name := range []string{"rw", "ro", "nz", "rox"} {
 		clients[name] = dialRaw(t, ts.sock)
 		clients[name].goExport(name)
 	}
@@ -99,7 +108,7 @@ func TestRequestChecks(t *testing.T) {
 	if got := mem.Bytes()[4096:8192]; !bytes.Equal(got, blk) {
 		t.Errorf("write did not reach the backend")
 	}
-	for name, m := range map[string]*nbdtest.Memory{"rw": mem, "ro": roMem, "nz": nzMem} {
+	for name, m := range map[string]*nbdtest.Memory{"rw": mem, "ro": roMem, "nz": nzMem, "rox": roxMem} {
 		if st := m.Stats(); st.Violations != 0 {
 			t.Errorf("%s: backend saw %d bad calls, last: %s", name, st.Violations, st.LastViolation)
 		}
@@ -110,6 +119,13 @@ func TestRequestChecks(t *testing.T) {
 	}
 	if st := roMem.Stats(); st.Writes+st.Trims+st.WriteZeroes != 0 {
 		t.Errorf("read-only backend was written: %+v", st)
+	}
+	if st := roxMem.Stats(); st.Writes+st.Trims+st.WriteZeroes != 0 || st.Flushes != 1 {
+		t.Errorf("backend exported read-only: %+v", st)
+	}
+	if info, err := ts.ExportInfo("rox"); err != nil ||
+		info.TransmissionFlags != flagHasFlags|flagSendFlush|flagSendFUA|flagCanMultiConn|flagReadOnly {
+		t.Errorf("export info of the read-only export: %+v %v", info, err)
 	}
 }
 

@@ -26,6 +26,7 @@ type Device struct {
 	b        Backend
 	ctrl     *control
 	char     *os.File
+	readOnly bool // UBLK_ATTR_READ_ONLY: the queues refuse writes
 	queues   []*queue
 	st       stats
 	ctx      context.Context // backend calls; cancelled when shutdown gives up on them
@@ -71,6 +72,7 @@ func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) 
 		return nil, fmt.Errorf("ublk create: %w", err)
 	}
 	d := newDevice(c, b, info)
+	d.readOnly = g.p.Attrs&attrReadOnly != 0
 	fail := func(err error) (*Device, error) {
 		d.teardown(context.Background(), true)
 		return nil, fmt.Errorf("ublk create dev %d: %w", d.id, err)
@@ -101,12 +103,13 @@ func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) 
 // tag, END_USER_RECOVERY. Requests the old server had not completed are
 // reissued to b (UBLK_F_USER_RECOVERY_REISSUE); a filesystem mounted on
 // /dev/ublkbN stays mounted. The queue count, depth and largest request are
-// the device's own; opt supplies nothing else today. b must be the same disk:
+// the device's own; opt supplies only ReadOnly, which must be the device's
+// (its read-only attribute cannot change: a device created writable is not
+// taken over read-only, nor the other way round). b must be the same disk:
 // its size and block size are checked against the device's parameters.
 // START_USER_RECOVERY is retried while the driver reports the old server
 // still present (EBUSY), until ctx ends (30 s when ctx has no deadline).
 func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device, error) {
-	_ = opt
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
@@ -138,6 +141,14 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 		return fail(fmt.Errorf("backend is %d bytes in %d-byte blocks, the device %d in %d",
 			b.Size(), b.BlockSize(), int64(p.DevSectors)<<9, 1<<p.LogicalBSShift))
 	}
+	ro := p.Attrs&attrReadOnly != 0
+	if want := opt.ReadOnly || b.ReadOnly(); ro != want {
+		is, wanted := "writable", "read-only"
+		if ro {
+			is, wanted = wanted, is
+		}
+		return fail(fmt.Errorf("device is %s, wanted %s (fixed when it was created)", is, wanted))
+	}
 	for {
 		err = c.startRecovery(ctx, uint32(id))
 		if !errors.Is(err, syscall.EBUSY) {
@@ -153,6 +164,7 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 		return fail(err)
 	}
 	d := newDevice(c, b, info)
+	d.readOnly = ro
 	if err := d.attach(ctx); err != nil {
 		d.teardown(context.Background(), false)
 		return nil, fmt.Errorf("ublk recover dev %d: %w", id, err)
@@ -274,7 +286,7 @@ func (d *Device) attach(ctx context.Context) error {
 			bufs.free()
 			return err
 		}
-		q.ctx, q.st, q.maxXfer = d.ctx, &d.st, maxXfer
+		q.ctx, q.st, q.maxXfer, q.readOnly = d.ctx, &d.st, maxXfer, d.readOnly
 		d.queues = append(d.queues, q)
 		go q.run()
 		select {

@@ -49,7 +49,9 @@ type DeviceOptions struct {
 	WriteCache bool
 	FUA        bool
 
-	// ReadOnly exports the device read-only (also when the backend is).
+	// ReadOnly exports the device read-only (also when the backend is):
+	// UBLK_ATTR_READ_ONLY in its parameters, and the queues end writes,
+	// discards and write-zeroes with EROFS without calling the backend.
 	ReadOnly   bool
 	Rotational bool
 

@@ -49,6 +49,17 @@ func TestResolveOptions(t *testing.T) {
 	if err != nil || g.p.Attrs != attrReadOnly || g.p.Types != paramTypeBasic {
 		t.Errorf("read-only backend: %+v %v", g.p, err)
 	}
+	// ReadOnly on a writable backend: UBLK_ATTR_READ_ONLY in the basic
+	// params' attrs, and no discard or write-zeroes parameters.
+	m.ro, m.trim = false, true
+	g, err = DeviceOptions{ReadOnly: true, WriteCache: true}.resolve(m)
+	if err != nil || g.p.Attrs != attrReadOnly|attrVolatileCache || g.p.Types != paramTypeBasic ||
+		g.p.MaxDiscardSectors != 0 || g.p.MaxWriteZeroesSectors != 0 {
+		t.Errorf("ReadOnly option: %+v %v", g.p, err)
+	}
+	if g, err = (DeviceOptions{}).resolve(m); err != nil || g.p.Attrs&attrReadOnly != 0 {
+		t.Errorf("writable: attrs %#x %v", g.p.Attrs, err)
+	}
 }
 
 func TestResolveErrors(t *testing.T) {

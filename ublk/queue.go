@@ -48,9 +48,13 @@ type queue struct {
 	ctx     context.Context // for blocking backend calls
 	st      *stats
 	maxXfer int
-	bufs    *ioBuffers
-	descs   []byte // the driver's descriptor array, mapped read-only
-	efd     int
+	// readOnly: writes, discards and write-zeroes end with EROFS here,
+	// never reaching the backend (the block layer lets some through to a
+	// read-only disk).
+	readOnly bool
+	bufs     *ioBuffers
+	descs    []byte // the driver's descriptor array, mapped read-only
+	efd      int
 	// reqLen and reqWrite describe the read or write each tag started
 	// (written by the loop before the start, read by IODone).
 	reqLen   []int32
@@ -393,6 +397,11 @@ func (q *queue) prepCmd(r *ring, op uint32, tag int, res int32) {
 func (q *queue) start(tag int, d ioDesc) {
 	buf := q.bufs.bufs[tag]
 	op := d.op()
+	if q.readOnly && isWrite(op) {
+		q.st.errors.Add(1)
+		q.complete(tag, -int32(syscall.EROFS))
+		return
+	}
 	if q.async == nil || op != ioOpRead && op != ioOpWrite {
 		go q.work(tag, d)
 		return
@@ -409,6 +418,11 @@ func (q *queue) start(tag int, d ioDesc) {
 	} else {
 		q.async.StartRead(buf[:n], off, q, uint32(tag))
 	}
+}
+
+// isWrite reports an operation that changes the disk.
+func isWrite(op uint8) bool {
+	return op == ioOpWrite || op == ioOpDiscard || op == ioOpWriteSame || op == ioOpWriteZeroes
 }
 
 // IODone implements blockdev.Done: a read or write started by start ended.

@@ -73,11 +73,14 @@ type Config struct {
 	// MetricsListen, when not empty, serves Prometheus metrics at
 	// /metrics: tcp:HOST:PORT or unix:PATH, as serve's --listen.
 	MetricsListen string
+	// ReadOnly exposes the LUN read-only: writes are refused by the
+	// frontend, never sent to the target.
+	ReadOnly bool
 }
 
 // ConfigError is a problem in a configuration file. Line is 1-based, or 0
 // for problems of the whole file (a missing key); Key is the key concerned,
-// when there is one.
+// when there is one, and Reason does not repeat it.
 type ConfigError struct {
 	Path   string
 	Line   int
@@ -85,14 +88,22 @@ type ConfigError struct {
 	Reason string
 }
 
-func (e *ConfigError) Error() string { return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Reason) }
+// Error is "PATH:LINE: key: reason", or "PATH:LINE: reason" for a line
+// without a key.
+func (e *ConfigError) Error() string {
+	if e.Key != "" {
+		return fmt.Sprintf("%s:%d: %s: %s", e.Path, e.Line, e.Key, e.Reason)
+	}
+	return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Reason)
+}
 
-// ConfigErrors is every problem ParseConfig found in one file, in line
-// order (whole-file problems, line 0, last). errors.As finds the first
-// *ConfigError in it.
+// ConfigErrors is every problem ParseConfig found in one file: those of
+// single lines in line order, then those of keys that need one another
+// (on the line of the key concerned) and of missing keys (line 0).
+// errors.As finds the first *ConfigError in it.
 type ConfigErrors []*ConfigError
 
-// Error is one PATH:LINE: reason line per problem.
+// Error is one line per problem (ConfigError.Error).
 func (e ConfigErrors) Error() string {
 	lines := make([]string, len(e))
 	for i, ce := range e {
@@ -167,6 +178,7 @@ var configKeys = map[string]configKey{
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
 	"metrics_listen":      {set: setMetricsListen},
+	"read_only":           {set: func(c *Config, v string) error { return setBool(&c.ReadOnly, v) }},
 }
 
 // ParseConfig reads the configuration file of volume name; path only
@@ -230,9 +242,9 @@ func ParseConfig(name, path string, r io.Reader) (*Config, error) {
 		spec, known := configKeys[key]
 		if !known {
 			if near := nearestKey(key); near != "" {
-				fail(n, key, "unknown key '%s' (did you mean '%s'?)", truncate(key), near)
+				fail(n, truncate(key), "unknown key (did you mean '%s'?)", near)
 			} else {
-				fail(n, key, "unknown key '%s'", truncate(key))
+				fail(n, truncate(key), "unknown key")
 			}
 			continue
 		}
@@ -242,12 +254,12 @@ func ParseConfig(name, path string, r io.Reader) (*Config, error) {
 		}
 		switch {
 		case dup && !spec.repeatable:
-			fail(n, key, "duplicate key %s (first on line %d)", key, first)
+			fail(n, key, "duplicate key (first on line %d)", first)
 		case value == "":
-			fail(n, key, "%s: empty value", key)
+			fail(n, key, "empty value")
 		default:
 			if err := spec.set(&c, value); err != nil {
-				fail(n, key, "%s: %v", key, err)
+				fail(n, key, "%v", err)
 			}
 		}
 	}
@@ -265,6 +277,23 @@ func ParseConfig(name, path string, r io.Reader) (*Config, error) {
 	return &c, nil
 }
 
+// KeyLine is the line (1-based) of key's first occurrence in the file at
+// path, for problems found after parsing (a secret file); 0 when the file
+// cannot be read or lacks key.
+func KeyLine(path, key string) int {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) > maxConfigBytes {
+		return 0
+	}
+	for i, raw := range strings.Split(string(data), "\n") {
+		k, _, ok := strings.Cut(raw, "=")
+		if ok && strings.TrimSpace(k) == key {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // checkWhole checks what no single line can: required keys and the CHAP
 // keys that need one another. A key that is present but has a bad line
 // (bad) is not reported again as missing.
@@ -277,16 +306,17 @@ func (c *Config) checkWhole(seen map[string]int, bad map[string]bool) []*ConfigE
 			}
 		}
 		if wrong {
-			out = append(out, &ConfigError{Key: key, Reason: reason})
+			out = append(out, &ConfigError{Line: seen[key], Key: key, Reason: reason})
 		}
 	}
 	check(c.Target == "" && seen["target"] == 0, "target", "no target (target = iqn....)")
 	check(len(c.Portals) == 0 && seen["portal"] == 0, "portal", "no portal (portal = host[:port])")
-	check(c.MutualUser != "" && c.CHAPUser == "", "mutual_user", "mutual_user needs chap_user (mutual CHAP is on top of one-way CHAP)", "chap_user")
-	check(c.MutualUser != "" && c.MutualSecretFile == "", "mutual_user", "mutual_user needs mutual_secret_file", "mutual_secret_file")
-	check(c.MutualSecretFile != "" && c.MutualUser == "", "mutual_secret_file", "mutual_secret_file needs mutual_user", "mutual_user")
-	check(c.CHAPUser != "" && c.CHAPSecretFile == "", "chap_user", "chap_user needs chap_secret_file", "chap_secret_file")
-	check(c.CHAPSecretFile != "" && c.CHAPUser == "", "chap_secret_file", "chap_secret_file needs chap_user", "chap_user")
+	check(c.MutualUser != "" && c.CHAPUser == "", "mutual_user", "needs chap_user (mutual CHAP is on top of one-way CHAP)", "chap_user")
+	check(c.MutualUser != "" && c.MutualSecretFile == "", "mutual_user", "needs mutual_secret_file", "mutual_secret_file")
+	check(c.MutualSecretFile != "" && c.MutualUser == "", "mutual_secret_file", "needs mutual_user", "mutual_user")
+	check(c.CHAPUser != "" && c.CHAPSecretFile == "", "chap_user", "needs chap_secret_file", "chap_secret_file")
+	check(c.CHAPSecretFile != "" && c.CHAPUser == "", "chap_secret_file", "needs chap_user", "chap_user")
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Line != 0 && (out[j].Line == 0 || out[i].Line < out[j].Line) })
 	return out
 }
 
@@ -412,6 +442,19 @@ func setAbsPath(dst *string, v string) error {
 	return nil
 }
 
+// setBool accepts true or false.
+func setBool(dst *bool, v string) error {
+	switch v {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return fmt.Errorf("%q: want true or false", v)
+	}
+	return nil
+}
+
 func setInt(dst *int, v string, lo, hi int) error {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
@@ -482,6 +525,9 @@ func (c *Config) Marshal() []byte {
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
 	str("initiator_name", c.InitiatorName, "")
 	str("metrics_listen", c.MetricsListen, "")
+	if c.ReadOnly {
+		b.WriteString("read_only = true\n")
+	}
 	return b.Bytes()
 }
 

@@ -37,6 +37,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.CommandTimeout = 45 * time.Second
 	full.Queues, full.NBDConnections = 2, 8
 	full.InitiatorName = "iqn.2026-01.com.example:host1"
+	full.ReadOnly = true
 
 	minimal := DefaultConfig("db")
 	minimal.Path = "db.conf"
@@ -72,7 +73,9 @@ command_timeout = 45s
 queues = 2
 nbd_connections = 8
 initiator_name = iqn.2026-01.com.example:host1
+read_only = true
 `, full},
+		{"read_only false", minimalConf + "read_only = false\n", minimal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,8 +111,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty file", "", 0, "target", "no target"},
 		{"no equals", base + "lun 3\n", 3, "", "not key = value"},
 		{"unknown key", base + "Lun = 3\n", 3, "Lun", "unknown key"},
-		{"duplicate", base + "lun = 1\nlun = 2\n", 4, "lun", "duplicate key lun (first on line 3)"},
-		{"duplicate target", base + "target = iqn.2026-01.com.example:y\n", 3, "target", "duplicate key target"},
+		{"duplicate", base + "lun = 1\nlun = 2\n", 4, "lun", "duplicate key (first on line 3)"},
+		{"duplicate target", base + "target = iqn.2026-01.com.example:y\n", 3, "target", "duplicate key"},
 		{"duplicate portal", base + "portal = 10.0.0.1:3260\n", 3, "portal", "listed twice"},
 		{"duplicate portal tag", base + "portal = 10.0.0.1,2\n", 3, "portal", "listed twice"},
 		{"empty value", base + "transport =\n", 3, "transport", "empty value"},
@@ -125,10 +128,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"transport", base + "transport = rdma\n", 3, "transport", "auto, iser, tcp"},
 		{"frontend", base + "frontend = loop\n", 3, "frontend", "ublk, nbd"},
 		{"relative secret", base + "chap_user = u\nchap_secret_file = secret\n", 4, "chap_secret_file", "absolute"},
-		{"mutual without chap", base + "mutual_user = t\nmutual_secret_file = /s\n", 0, "mutual_user", "needs chap_user"},
-		{"chap without secret", base + "chap_user = u\n", 0, "chap_user", "needs chap_secret_file"},
-		{"secret without chap", base + "chap_secret_file = /s\n", 0, "chap_secret_file", "needs chap_user"},
-		{"mutual without secret", base + "chap_user = u\nchap_secret_file = /s\nmutual_user = t\n", 0, "mutual_user", "needs mutual_secret_file"},
+		{"mutual without chap", base + "mutual_user = t\nmutual_secret_file = /s\n", 3, "mutual_user", "needs chap_user"},
+		{"chap without secret", base + "chap_user = u\n", 3, "chap_user", "needs chap_secret_file"},
+		{"secret without chap", base + "chap_secret_file = /s\n", 3, "chap_secret_file", "needs chap_user"},
+		{"mutual without secret", base + "chap_user = u\nchap_secret_file = /s\nmutual_user = t\n", 5, "mutual_user", "needs mutual_secret_file"},
 		{"queue depth 0", base + "queue_depth = 0\n", 3, "queue_depth", "1 to 1024"},
 		{"queue depth big", base + "queue_depth = 1025\n", 3, "queue_depth", "1 to 1024"},
 		{"replacement negative", base + "replacement_timeout = -1s\n", 3, "replacement_timeout", "negative"},
@@ -140,6 +143,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"nbd connections", base + "nbd_connections = 65\n", 3, "nbd_connections", "1 to 64"},
 		{"initiator name", base + "initiator_name = host1\n", 3, "initiator_name", "not an iSCSI name"},
 		{"user control char", base + "chap_user = a\x01b\n", 3, "chap_user", "control"},
+		{"read_only yes", base + "read_only = yes\n", 3, "read_only", "want true or false"},
+		{"read_only 1", base + "read_only = 1\n", 3, "read_only", "want true or false"},
 		{"other section", "[target]\n" + base, 1, "", "unknown section"},
 		{"two headers", "[volume]\n[volume]\n" + base, 2, "", "second [volume]"},
 		{"header after keys", base + "[volume]\n", 3, "", "before the first key"},
@@ -313,6 +318,7 @@ func TestListConfigs(t *testing.T) {
 
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(minimalConf))
+	f.Add([]byte(minimalConf + "read_only = true\n"))
 	f.Add([]byte("[volume]\r\nportal = [fe80::1%eth0]:3260\nportal = h,1\ntarget = naa.6001405abcdef\nlun = 7\nchap_user = u\nchap_secret_file = /s\nmutual_user = m\nmutual_secret_file = /m\n"))
 	f.Add([]byte("; c\n# c\nportal=h\ntarget=eui.0123456789ABCDEF\nreplacement_timeout=0\nnop_interval=1h\nqueues=4096\n"))
 	f.Add([]byte("portal = h\nportal = h:3260\n"))
@@ -360,12 +366,12 @@ func TestParseConfigReportsEveryError(t *testing.T) {
 		t.Fatalf("want ConfigErrors, got %v", err)
 	}
 	want := []string{
-		"/etc/x/db.conf:1: unknown key 'portl' (did you mean 'portal'?)",
+		"/etc/x/db.conf:1: portl: unknown key (did you mean 'portal'?)",
 		"/etc/x/db.conf:3: lun: \"x\": want a LUN from 0 to 16383",
 		"/etc/x/db.conf:4: transport: \"rdma\": want auto, iser, tcp",
-		"/etc/x/db.conf:5: unknown key 'queue_deph' (did you mean 'queue_depth'?)",
-		"/etc/x/db.conf:0: no portal (portal = host[:port])",
-		"/etc/x/db.conf:0: chap_user needs chap_secret_file",
+		"/etc/x/db.conf:5: queue_deph: unknown key (did you mean 'queue_depth'?)",
+		"/etc/x/db.conf:6: chap_user: needs chap_secret_file",
+		"/etc/x/db.conf:0: portal: no portal (portal = host[:port])",
 	}
 	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -410,5 +416,21 @@ func TestParseConfigLUNOptional(t *testing.T) {
 	}
 	if !strings.Contains(string(c.Marshal()), "lun = 0\n") {
 		t.Fatalf("Marshal dropped lun = 0:\n%s", c.Marshal())
+	}
+}
+
+// TestKeyLine: the line of a key's first occurrence, 0 without it.
+func TestKeyLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.conf")
+	if err := os.WriteFile(path, []byte("# chap_user = x\nportal = h\n\n  chap_user = u\nchap_user_x = y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]int{"portal": 2, "chap_user": 4, "target": 0} {
+		if got := KeyLine(path, key); got != want {
+			t.Errorf("KeyLine(%s) = %d, want %d", key, got, want)
+		}
+	}
+	if got := KeyLine(path+".missing", "portal"); got != 0 {
+		t.Errorf("KeyLine of a missing file = %d", got)
 	}
 }

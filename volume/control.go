@@ -28,6 +28,9 @@ type Status struct {
 	LUN       uint16 `json:"lun"`
 	Transport string `json:"transport"`
 	Frontend  string `json:"frontend"`
+	// ReadOnly: the frontend refuses writes (--read-only, read_only in
+	// the volume file, or a write-protected LUN).
+	ReadOnly bool `json:"read_only"`
 	// State is "attached", "recovering" (session lost, I/O waits),
 	// "failed" (down longer than the replacement timeout: I/O gets EIO
 	// while recovery goes on) or "detaching".

@@ -25,8 +25,8 @@ func authFlags() []cli.Flag {
 // readSecretFile reads a secret file: its content without trailing line
 // ends. It fails when the file cannot be read or holds no secret. The
 // warning, when not empty, says the file is readable by others: every
-// command that reads a secret file (and volume check) reports it, and goes
-// on, the same way.
+// command that reads a secret file reports it, and goes on, the same way
+// (volume add and volume check refuse any file that is not private).
 func readSecretFile(path string) (secret []byte, warning string, err error) {
 	f, err := os.Open(path)
 	if err != nil {

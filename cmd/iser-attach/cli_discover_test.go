@@ -65,6 +65,17 @@ func TestCLIDiscoverCHAP(t *testing.T) {
 	if out, errs, err := discover(creds...); err != nil || !strings.Contains(out, "iqn.2026-11.test:disc") {
 		t.Fatalf("credentials, portal without discovery CHAP: %v\n%s%s", err, out, errs)
 	}
+	// Mutual CHAP, which tgt refuses on such a portal: discovered after a
+	// retry without authentication, which a warning reports.
+	mutual := filepath.Join(t.TempDir(), "mutual")
+	if err := os.WriteFile(mutual, []byte("targetsecret9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, err := discover(append(creds, "--mutual-user", "tgt", "--mutual-secret-file", mutual)...)
+	if err != nil || !strings.Contains(out, "iqn.2026-11.test:disc") || !strings.Contains(errs, "WRN discovery on "+srv.Portal()+
+		" refused our CHAP credentials; retried without authentication, which the portal accepted") {
+		t.Fatalf("mutual credentials, portal without discovery CHAP: %v\n%s%s", err, out, errs)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for _, args := range [][]string{
@@ -78,7 +89,7 @@ func TestCLIDiscoverCHAP(t *testing.T) {
 	if out, errs, err := discover(creds...); err != nil || !strings.Contains(out, "iqn.2026-11.test:disc") {
 		t.Fatalf("credentials, portal with discovery CHAP: %v\n%s%s", err, out, errs)
 	}
-	_, errs, err := discover()
+	_, errs, err = discover()
 	if err == nil || !strings.Contains(errs, "authentication failed") || !strings.Contains(errs, "initiator name "+initiatorIQN) {
 		t.Fatalf("no credentials, portal with discovery CHAP: %v\n%s", err, errs)
 	}

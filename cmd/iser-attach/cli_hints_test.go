@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iser-attach/iser-attach/internal/testnet"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
@@ -85,6 +87,49 @@ func TestCLIHintCHAPRequired(t *testing.T) {
 	}
 	if last := lastLine(errs); !strings.Contains(last, "authentication failed") || strings.Contains(last, "--chap-user") {
 		t.Errorf("wrong secret: last line %q, want authentication failed without the no-credentials hint", last)
+	}
+}
+
+// TestCLIHintACL: a login tgtd refuses because its ACL does not admit
+// the initiator, or because no target has that name (tgt answers both
+// with 02/03, "target not found"), names the initiator and says how the
+// ACL admits it.
+func TestCLIHintACL(t *testing.T) {
+	const iqn = "iqn.2026-11.test:acl-hint"
+	srv := tgttest.Start(t, tgttest.Target{IQN: iqn})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, args := range [][]string{
+		{"--mode", "target", "--op", "unbind", "--tid", "1", "--initiator-address", "ALL"},
+		{"--mode", "target", "--op", "bind", "--tid", "1", "--initiator-name", "iqn.2026-11.test:someone-else"},
+	} {
+		if _, err := srv.Tgtadm(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, target := range []string{iqn, "iqn.2026-11.test:no-such-target"} {
+		_, errs, err := run(t, nil, "info", "--portal", srv.Portal(), "--target", target, "--transport", "tcp")
+		if err == nil {
+			t.Fatalf("login to %s succeeded", target)
+		}
+		last := lastLine(errs)
+		for _, want := range []string{
+			"login to " + target + " at " + srv.Portal() + ": login rejected: target not found (status class 0x02 detail 0x03)",
+			"no target " + target + " for initiator " + initiatorIQN,
+			"targetcli /iscsi/" + target + "/tpg1/acls create " + initiatorIQN,
+			"--initiator-name " + initiatorIQN,
+		} {
+			if !strings.Contains(last, want) {
+				t.Errorf("%s: last line %q lacks %q", target, last, want)
+			}
+		}
+	}
+	// Admitted by name, the same initiator logs in.
+	if _, err := srv.Tgtadm(ctx, "--mode", "target", "--op", "bind", "--tid", "1", "--initiator-name", initiatorIQN); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := run(t, nil, "info", "--portal", srv.Portal(), "--target", iqn, "--transport", "tcp"); err != nil {
+		t.Fatalf("login once the ACL admits us: %v\n%s", err, errs)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // TestCLIVolumeCheckEveryError: volume check reports every problem of a
-// file, one PATH:LINE: reason line each, with a suggestion for a misspelt
+// file, one PATH:LINE: key: reason line each, with a suggestion for a misspelt
 // key; with and without NAME.
 func TestCLIVolumeCheckEveryError(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "volumes")
@@ -27,10 +27,10 @@ func TestCLIVolumeCheckEveryError(t *testing.T) {
 	}
 	env := []string{volume.ConfigDirEnv + "=" + dir}
 	want := []string{
-		path + ":1: unknown key 'portl' (did you mean 'portal'?)",
+		path + ":1: portl: unknown key (did you mean 'portal'?)",
 		path + ":3: lun: \"99999\": want a LUN from 0 to 16383",
 		path + ":4: frontend: \"loop\": want ublk, nbd",
-		path + ":0: no portal (portal = host[:port])",
+		path + ":0: portal: no portal (portal = host[:port])",
 	}
 	for _, args := range [][]string{{"volume", "check", "db"}, {"volume", "check"}} {
 		out, errs, err := run(t, env, args...)

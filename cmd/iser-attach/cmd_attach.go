@@ -33,6 +33,7 @@ type attachSpec struct {
 	Queues         int // ublk hardware queues
 	NBDConnections int // nbd sockets per device
 	MetricsListen  string
+	ReadOnly       bool // writes refused by the frontend, never sent
 }
 
 // frontendFunc creates a block device serving b (the LUN, counted).
@@ -61,6 +62,11 @@ func checkFrontend(ctx context.Context, name string) error {
 
 const daemonChildEnv = "ISER_ATTACH_DAEMON_CHILD"
 
+// readOnlyFlag is attach's and serve's --read-only.
+func readOnlyFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "read-only", Usage: "expose the LUN read-only: the frontend refuses writes, trims and write-zeroes (EPERM or EROFS) and never sends them to the target"}
+}
+
 func attachCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "attach",
@@ -74,6 +80,7 @@ func attachCommand() *cli.Command {
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
 			&cli.IntFlag{Name: "nbd-connections", Value: 4, Usage: "nbd: sockets per device"},
 			metricsListenFlag(),
+			readOnlyFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			sp, err := attachSpecFrom(c)
@@ -116,7 +123,7 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		return nil, err
 	}
 	sp := &attachSpec{lunSpec: *lsp, Frontend: c.String("frontend"), Queues: c.Int("queues"),
-		NBDConnections: c.Int("nbd-connections"), MetricsListen: c.String("metrics-listen")}
+		NBDConnections: c.Int("nbd-connections"), MetricsListen: c.String("metrics-listen"), ReadOnly: c.Bool("read-only")}
 	sp.Volume = c.String("name")
 	if sp.Volume == "" {
 		sp.Volume = sp.defaultName()
@@ -315,8 +322,8 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	a := &attached{name: name, dev: dev, counting: counting, lun: l, detachReq: make(chan detachReq), state: "attached",
 		st: volume.Status{Name: name, Device: dev.Path(), Portal: ns.Portal, Target: sp.Target,
 			LUN: info.Number, Transport: ns.Transport, Frontend: sp.Frontend, PID: os.Getpid(), WWN: info.WWN,
-			Initiator: sp.InitiatorName,
-			Since:     time.Now().UTC().Format(time.RFC3339)}}
+			Initiator: sp.InitiatorName, ReadOnly: sp.ReadOnly || info.WriteProtected,
+			Since: time.Now().UTC().Format(time.RFC3339)}}
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
 		// A device taken over (ublk recovery) may be mounted: leave it to

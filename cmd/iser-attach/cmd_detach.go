@@ -76,8 +76,12 @@ func listCommand() *cli.Command {
 						name = "(default export)"
 					}
 				}
+				state := s.State
+				if s.ReadOnly {
+					state += ",ro"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\n", name, s.Kind, dev, s.Portal,
-					s.Target, s.LUN, s.Transport, frontend, s.State, s.Recoveries, k.Reads, k.Writes,
+					s.Target, s.LUN, s.Transport, frontend, state, s.Recoveries, k.Reads, k.Writes,
 					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS, s.Initiator)
 			}
 			return tw.Flush()

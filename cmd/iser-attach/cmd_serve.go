@@ -31,6 +31,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-connections", Value: 64, Usage: "NBD connections served at once; more are closed at once"},
 			&cli.IntFlag{Name: "max-in-flight-mib", Value: 64, Usage: "MiB of request payloads held at once over all connections (at least 32)"},
 			metricsListenFlag(),
+			readOnlyFlag(),
 		),
 		Action: func(c *cli.Context) error {
 			if err := checkListen(c.StringSlice("listen"), c.Bool("allow-remote")); err != nil {
@@ -83,6 +84,7 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.
 		Name:        c.String("export-name"),
 		Description: fmt.Sprintf("%s lun %d (%s %s)", l.nx.TargetName(), info.Number, info.Vendor, info.Product),
 		Backend:     counting,
+		ReadOnly:    c.Bool("read-only"),
 	}}, nbd.Options{
 		MaxInFlight:      c.Int("max-in-flight"),
 		MaxConns:         c.Int("max-connections"),
@@ -99,13 +101,14 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.
 			srv.Close()
 			return err
 		}
-		logger.Info().Str("listen", spec).Int64("size", info.Size()).Uint32("block_size", info.BlockSize).Msg("serving NBD")
+		logger.Info().Str("listen", spec).Int64("size", info.Size()).Uint32("block_size", info.BlockSize).
+			Bool("read_only", c.Bool("read-only") || info.WriteProtected).Msg("serving NBD")
 		go func() { errc <- srv.Serve(ctx, ln) }()
 	}
 	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: c.String("export-name"),
 		Listen: c.StringSlice("listen"), Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
-		Initiator: l.nx.InitiatorName(),
-		PID:       os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
+		Initiator: l.nx.InitiatorName(), ReadOnly: c.Bool("read-only") || info.WriteProtected,
+		PID: os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
 	if ctl, err := volume.ListenServeControl(sc); err != nil {
 		logger.Warn().Err(err).Msg("no control socket: iser-attach list will not show this process")
 	} else {

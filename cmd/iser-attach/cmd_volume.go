@@ -79,6 +79,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
 		metricsListenFlag(),
+		&cli.BoolFlag{Name: "read-only", Usage: "attach the volume read-only (read_only = true)"},
 		&cli.BoolFlag{Name: "force", Usage: "overwrite an existing file"},
 	}
 }
@@ -108,8 +109,17 @@ func volumeAdd(c *cli.Context) error {
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")
+	cfg.ReadOnly = c.Bool("read-only")
 	if err := checkVolumeFlags(&cfg); err != nil {
 		return fmt.Errorf("volume add %s: %w", name, err)
+	}
+	// What volume check would find wrong with the secret files.
+	if errs := checkSecretFiles(&cfg); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, ce := range errs {
+			msgs[i] = flagOfKey(ce.Key) + ": " + ce.Reason
+		}
+		return fmt.Errorf("volume add %s: %s", name, strings.Join(msgs, "; "))
 	}
 	if err := volume.WriteConfig(&cfg, c.Bool("force")); err != nil {
 		if errors.Is(err, os.ErrExist) {
@@ -127,8 +137,7 @@ func checkVolumeFlags(cfg *volume.Config) error {
 	got, err := volume.ParseConfig(cfg.Name, "", bytes.NewReader(cfg.Marshal()))
 	var ce *volume.ConfigError
 	if errors.As(err, &ce) && ce.Key != "" {
-		reason := strings.TrimPrefix(ce.Reason, ce.Key+": ")
-		return fmt.Errorf("--%s: %s", strings.ReplaceAll(ce.Key, "_", "-"), reason)
+		return fmt.Errorf("%s: %s", flagOfKey(ce.Key), ce.Reason)
 	}
 	if err != nil {
 		return err
@@ -139,6 +148,9 @@ func checkVolumeFlags(cfg *volume.Config) error {
 	}
 	return nil
 }
+
+// flagOfKey is volume add's flag for a configuration key.
+func flagOfKey(key string) string { return "--" + strings.ReplaceAll(key, "_", "-") }
 
 func volumeRemove(c *cli.Context) error {
 	if c.NArg() != 1 {
@@ -321,7 +333,9 @@ func volumeCheck(c *cli.Context) error {
 	for _, r := range results {
 		err := r.err
 		if err == nil {
-			err = checkSecretFiles(c.App.ErrWriter, r.cfg)
+			if errs := checkSecretFiles(r.cfg); len(errs) > 0 {
+				err = volume.ConfigErrors(errs)
+			}
 		}
 		if err != nil {
 			failed++
@@ -336,33 +350,37 @@ func volumeCheck(c *cli.Context) error {
 	return nil
 }
 
-// checkSecretFiles fails when a secret file of cfg is missing, unreadable,
-// not a regular file or empty, and warns on w, as every command reading it
-// does, when it is world-readable.
-func checkSecretFiles(w io.Writer, cfg *volume.Config) error {
+// checkSecretFiles reports each secret file of cfg that is missing,
+// unreadable, not a regular file, empty, or not private (permission bits
+// for group or others: a secret file is mode 0600 or stricter), on the
+// line of its key.
+func checkSecretFiles(cfg *volume.Config) []*volume.ConfigError {
+	var out []*volume.ConfigError
 	for _, s := range []struct{ key, path string }{
 		{"chap_secret_file", cfg.CHAPSecretFile}, {"mutual_secret_file", cfg.MutualSecretFile},
 	} {
 		if s.path == "" {
 			continue
 		}
-		fail := func(format string, args ...any) error {
-			return &volume.ConfigError{Path: cfg.Path, Key: s.key, Reason: s.key + " " + fmt.Sprintf(format, args...)}
+		fail := func(format string, args ...any) {
+			out = append(out, &volume.ConfigError{Path: cfg.Path, Line: volume.KeyLine(cfg.Path, s.key), Key: s.key, Reason: fmt.Sprintf(format, args...)})
 		}
 		fi, err := os.Stat(s.path)
 		if err != nil {
-			return fail("%v", err)
+			fail("%v", err)
+			continue
 		}
 		if !fi.Mode().IsRegular() {
-			return fail("%s is not a regular file", s.path)
+			fail("%s is not a regular file", s.path)
+			continue
 		}
-		_, warning, err := readSecretFile(s.path)
-		if err != nil {
-			return fail("%v", err)
+		if _, _, err := readSecretFile(s.path); err != nil {
+			fail("%v", err)
+			continue
 		}
-		if warning != "" {
-			fmt.Fprintf(w, "%s: warning: %s %s\n", cfg.Name, s.key, warning)
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			fail("%s is not private (mode %04o; chmod 600 %s)", s.path, perm, s.path)
 		}
 	}
-	return nil
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,18 +107,30 @@ func TestVolumeAddListCheckRemove(t *testing.T) {
 	if err != nil || out != "db: ok\nweb: ok\n" || errs != "" {
 		t.Fatalf("check: %v\n%s%s", err, out, errs)
 	}
-	if err := os.Chmod(secret, 0o644); err != nil {
+	// A secret file must be private (0600 or stricter) and exist; the
+	// problem is reported on the line of its key. db.conf: two comment
+	// lines, portal, target, lun, transport, frontend, chap_user,
+	// chap_secret_file.
+	for _, mode := range []os.FileMode{0o640, 0o604, 0o644} {
+		if err := os.Chmod(secret, mode); err != nil {
+			t.Fatal(err)
+		}
+		out, errs, err = runVolume(t, "check", "db")
+		if want := fmt.Sprintf("%s:9: chap_secret_file: %s is not private (mode %04o; chmod 600 %s)\n", path, secret, mode, secret); err == nil || out != want {
+			t.Fatalf("check with a secret of mode %o: %v\n%s%s\nwant %s", mode, err, out, errs, want)
+		}
+	}
+	if err := os.Chmod(secret, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	out, errs, err = runVolume(t, "check", "db")
-	if err != nil || out != "db: ok\n" || !strings.Contains(errs, "world-readable") {
-		t.Fatalf("check with a world-readable secret: %v\n%s%s", err, out, errs)
+	if out, errs, err = runVolume(t, "check", "db"); err != nil || out != "db: ok\n" {
+		t.Fatalf("check with a secret of mode 0400: %v\n%s%s", err, out, errs)
 	}
 	if err := os.Remove(secret); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = runVolume(t, "check", "db", "web")
-	if err == nil || !strings.HasPrefix(out, path+":0: chap_secret_file ") || !strings.HasSuffix(out, "web: ok\n") {
+	if err == nil || !strings.HasPrefix(out, path+":9: chap_secret_file: stat "+secret+": no such file") || !strings.HasSuffix(out, "web: ok\n") {
 		t.Fatalf("check with a missing secret: %v\n%s", err, out)
 	}
 
@@ -135,6 +148,24 @@ func TestVolumeAddListCheckRemove(t *testing.T) {
 
 func TestVolumeAddErrors(t *testing.T) {
 	volumeEnv(t)
+	dir := t.TempDir()
+	open, empty, missing := filepath.Join(dir, "open"), filepath.Join(dir, "empty"), filepath.Join(dir, "missing")
+	private := filepath.Join(dir, "private")
+	for f, mode := range map[string]os.FileMode{open: 0o640, private: 0o600} {
+		if err := os.WriteFile(f, []byte("s3cret-s3cret\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chap := func(secret, mutual string) []string {
+		args := []string{"add", "x", "--portal", "h", "--target", volTarget, "--chap-user", "u", "--chap-secret-file", secret}
+		if mutual != "" {
+			args = append(args, "--mutual-user", "m", "--mutual-secret-file", mutual)
+		}
+		return args
+	}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -155,6 +186,13 @@ func TestVolumeAddErrors(t *testing.T) {
 		{[]string{"add", "../x", "--portal", "h", "--target", volTarget}, "volume name"},
 		{[]string{"add"}, "expected one NAME"},
 		{[]string{"add", "x", "y", "--portal", "h", "--target", volTarget}, "expected one NAME"},
+		// What volume check checks of the secret files, every problem.
+		{chap(missing, ""), "--chap-secret-file: stat " + missing + ": no such file"},
+		{chap(open, ""), "--chap-secret-file: " + open + " is not private (mode 0640; chmod 600 " + open + ")"},
+		{chap(empty, ""), "--chap-secret-file: " + empty + " is empty"},
+		{chap(dir, ""), "--chap-secret-file: " + dir + " is not a regular file"},
+		{chap(private, open), "volume add x: --mutual-secret-file: " + open + " is not private"},
+		{chap(missing, open), "--chap-secret-file: stat " + missing + ": no such file or directory; --mutual-secret-file: " + open + " is not private"},
 	} {
 		_, _, err := runVolume(t, tt.args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -28,12 +28,16 @@ func (n *nbdDevice) Detach(ctx context.Context) error {
 }
 
 // attachNBD serves the LUN to the kernel's NBD driver over in-process
-// socket pairs: /dev/nbdN with FLUSH, FUA, TRIM and WRITE_ZEROES.
+// socket pairs: /dev/nbdN with FLUSH, FUA, TRIM and WRITE_ZEROES, or
+// read-only.
 func attachNBD(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
 	if err := nbdkernel.Supported(ctx); err != nil {
 		return nil, err
 	}
-	srv, err := nbd.NewServer([]nbd.Export{{Name: sp.Volume, Description: sp.Volume, Backend: b}}, nbd.Options{Logger: logger})
+	// Read-only: NBD_FLAG_READ_ONLY, which nbdkernel passes on to the
+	// kernel, and the server refuses the writes that still come (EPERM).
+	srv, err := nbd.NewServer([]nbd.Export{{Name: sp.Volume, Description: sp.Volume, Backend: b, ReadOnly: sp.ReadOnly}},
+		nbd.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -64,9 +64,11 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		// device write-back only when it was created with the capability.
 		WriteCache: true,
 		FUA:        info.FUA,
-		ReadOnly:   info.WriteProtected,
+		// Read-only: UBLK_ATTR_READ_ONLY, and the queues end writes,
+		// discards and write-zeroes with EROFS.
+		ReadOnly: info.WriteProtected || sp.ReadOnly,
 	}
-	if info.Unmap {
+	if info.Unmap && !opt.ReadOnly {
 		if n := uint64(info.Limits.MaxUnmapLBACount) * bs / 512; n > 0 && n < 1<<32 {
 			opt.MaxDiscardSectors = uint32(n)
 		}
@@ -74,7 +76,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 			opt.DiscardGranularity = uint32(g)
 		}
 	}
-	if n := info.Limits.MaxWriteSameLength * bs / 512; n > 0 && n < 1<<32 {
+	if n := info.Limits.MaxWriteSameLength * bs / 512; n > 0 && n < 1<<32 && !opt.ReadOnly {
 		opt.MaxWriteZeroesSectors = uint32(n)
 	}
 	var backend ublk.Backend = b

@@ -159,6 +159,31 @@ func TestAttachReadOnly(t *testing.T) {
 	}
 }
 
+// TestAttachReadOnlyExport: an export served read-only (nbd.Export
+// ReadOnly) reaches the kernel with NBD_FLAG_READ_ONLY and without TRIM
+// or WRITE_ZEROES, with no ReadOnly option: the kernel makes the device
+// read-only, and the server refuses what writes still come.
+func TestAttachReadOnlyExport(t *testing.T) {
+	mem := nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20, BlockSize: 4096})
+	srv, err := nbd.NewServer([]nbd.Export{{Name: "lun0", Backend: mem, ReadOnly: true}}, nbd.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	k := newFakeKernel()
+	d, err := attach(context.Background(), k, noSync, srv, "lun0", Options{Index: 6, Connections: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if fd := k.device(t, 6); fd.flags != flagHasFlags|flagReadOnly|flagSendFlush|flagSendFUA|flagCanMultiConn {
+		t.Fatalf("%s: flags %#x", d.Path(), fd.flags)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestAttachUnsupported(t *testing.T) {
 	checkFDs(t)
 	srv, _ := newServer(t, nbdtest.Config{Size: 1 << 20})

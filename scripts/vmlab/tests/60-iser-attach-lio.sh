@@ -3,7 +3,9 @@
 # authentication, CHAP and mutual CHAP, a wrong secret refused; random data from one block to
 # 512 KiB at many offsets on 512- and 4096-byte-block LUNs (bin/initiator.test); `serve` over
 # iSER checked with nbdcopy and fio verify; rxe's packet counters prove the data moved over
-# RDMA; a portal without iSER refuses --transport iser and falls back with auto.
+# RDMA; a portal without iSER refuses --transport iser and falls back with auto; discover with
+# CHAP credentials on a portal whose discovery needs none (retried without, with a warning); a
+# login the ACL refuses names the initiator.
 . "$VMLAB_LIB"
 set -eu
 
@@ -78,6 +80,24 @@ step chap-cli-wrong sh -c "! ISER_ATTACH_CHAP_SECRET=wrongsecret123 iser-attach 
 # way the message must point at the credentials.
 step chap-cli-message grep -q -e 'authentication failed' -e 'refused the CHAP credentials' "$VMLAB_RESULTS/wrong.txt"
 
+# discover with the credentials attach is given, on a portal whose discovery needs none
+# (enforce_discovery_auth 0, no discovery credentials): LIO picks CHAP from CHAP,None, and is
+# offered CHAP alone with mutual CHAP, then fails it; iser-attach logs in once more offering
+# None and warns. One-way and mutual.
+printf '%s' labsecret12345 >/tmp/chap.secret
+printf '%s' targetsecret123 >/tmp/mutual.secret
+chmod 600 /tmp/chap.secret /tmp/mutual.secret
+step discovery-auth-off _lio_put "$LIO/iscsi/discovery_auth/enforce_discovery_auth" 0
+retried='retried without authentication, which the portal accepted'
+step discover-chap-one-way sh -c "iser-attach discover --chap-user labuser --chap-secret-file /tmp/chap.secret \
+	$VMLAB_ADDR 2>$VMLAB_RESULTS/discover-chap.log | grep -q '$iqn'"
+step discover-chap-one-way-warns grep -q "$retried" "$VMLAB_RESULTS/discover-chap.log"
+step discover-chap-mutual sh -c "iser-attach discover --chap-user labuser --chap-secret-file /tmp/chap.secret \
+	--mutual-user labtarget --mutual-secret-file /tmp/mutual.secret $VMLAB_ADDR \
+	2>$VMLAB_RESULTS/discover-mutual.log | grep -q '$iqn'"
+step discover-chap-mutual-warns grep -q "$retried" "$VMLAB_RESULTS/discover-mutual.log"
+rm -f /tmp/chap.secret /tmp/mutual.secret
+
 # A portal without iSER: --transport iser fails clearly, auto falls back to TCP.
 step lio-teardown-2 lio_teardown
 step lio-no-iser env LIO_ISER=0 sh -c '. "$VMLAB_LIB"; lio_target "$0" rd:16' "$iqn"
@@ -87,4 +107,12 @@ step no-iser-message grep -q 'dial iser' "$VMLAB_RESULTS/no-iser.txt"
 step auto-falls-back sh -c "iser-attach info --transport auto --portal $portal --target $iqn --lun 0 --json \
 	2>$VMLAB_RESULTS/auto.log | jq -e '.transport == \"tcp\"'"
 step auto-says-why grep -q 'transport chosen.*tcp' "$VMLAB_RESULTS/auto.log"
+
+# An initiator the TPG's ACL does not admit: LIO refuses it as not authorized (02/02), and the
+# message names the initiator and how to admit it.
+step lio-acl-closed _lio_put "$LIO/iscsi/$iqn/tpgt_1/attrib/generate_node_acls" 0
+step acl-refused sh -c "! iser-attach --initiator-name iqn.2026-11.io.iser-attach:not-in-acl info --transport tcp \
+	--portal $portal --target $iqn --lun 0 2>$VMLAB_RESULTS/acl.txt"
+step acl-message grep -q "detail 0x02): the target's ACL does not admit initiator iqn.2026-11.io.iser-attach:not-in-acl; \
+add it there (LIO: targetcli /iscsi/$iqn/tpg1/acls create iqn.2026-11.io.iser-attach:not-in-acl" "$VMLAB_RESULTS/acl.txt"
 step lio-teardown-3 lio_teardown
