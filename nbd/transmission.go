@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/iser-attach/iser-attach/blockdev"
@@ -252,8 +253,9 @@ func (c *conn) startAsync(req request, buf *[]byte, cost int64) {
 }
 
 // testIODoneGap, when set by a test, runs in IODone once the request's
-// result is known, before it is handed to the writer.
-var testIODoneGap func()
+// result is known, before it is handed to the writer. Atomic: late
+// IODones of an earlier test may still run when a test sets it.
+var testIODoneGap atomic.Pointer[func()]
 
 // IODone implements blockdev.Done: the request's reply goes to the writer,
 // unless waitAsync has already answered it. Which of the two answers is
@@ -276,8 +278,8 @@ func (x *asyncReq) IODone(_ uint32, err error) {
 	} else if req.Type == cmdRead {
 		r.data = *r.buf
 	}
-	if testIODoneGap != nil {
-		testIODoneGap()
+	if gap := testIODoneGap.Load(); gap != nil {
+		(*gap)()
 	}
 	c.asyncMu.Lock()
 	delete(c.asyncs, x)

@@ -558,13 +558,14 @@ func TestCloseAnswersAsyncRequestEndingMeanwhile(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	testIODoneGap = func() {
+	gap := func() {
 		once.Do(func() {
 			close(held)
 			<-release
 		})
 	}
-	defer func() { testIODoneGap = nil }()
+	testIODoneGap.Store(&gap)
+	defer testIODoneGap.Store(nil)
 	c.send(request{Type: cmdRead, Handle: 7, Length: 512}, nil)
 	select {
 	case <-held:
