@@ -86,7 +86,10 @@
 //
 // Server.Shutdown closes the listeners, does step 1 for every connection and
 // waits. Server.Close additionally cancels the context passed to the
-// Backend, so in-flight calls return early (answered with ESHUTDOWN), and
+// Backend, so in-flight calls return early (answered with ESHUTDOWN),
+// answers asynchronous requests (blockdev.Async) still in the backend
+// ESHUTDOWN at once (each request gets exactly one reply: its result if it
+// ended before, else ESHUTDOWN; its late end only frees its buffer), and
 // gives the writer one second to deliver before its writes fail; then it
 // waits for every connection goroutine. Cancelling the ctx given to Serve
 // does what Shutdown does, for that listener and its connections only (it

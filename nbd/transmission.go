@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/iser-attach/iser-attach/blockdev"
@@ -251,15 +252,20 @@ func (c *conn) startAsync(req request, buf *[]byte, cost int64) {
 	}
 }
 
-// IODone implements blockdev.Done: the request's reply goes to the writer.
+// testIODoneGap, when set by a test, runs in IODone once the request's
+// result is known, before it is handed to the writer. Atomic: late
+// IODones of an earlier test may still run when a test sets it.
+var testIODoneGap atomic.Pointer[func()]
+
+// IODone implements blockdev.Done: the request's reply goes to the writer,
+// unless waitAsync has already answered it. Which of the two answers is
+// decided in one locked section with the request's removal: a request
+// waitAsync finds in asyncs is answered by it, one it does not find has
+// had its reply queued, so every request gets exactly one reply, and none
+// after closeReplies.
 func (x *asyncReq) IODone(_ uint32, err error) {
 	c, req := x.c, x.req
 	r := reply{handle: req.Handle, buf: x.buf, cost: x.cost}
-	c.asyncMu.Lock()
-	delete(c.asyncs, x)
-	c.asyncMu.Unlock()
-	*x = asyncReq{}
-	asyncReqs.Put(x)
 	if err != nil {
 		op := "read"
 		if req.Type == cmdWrite {
@@ -272,12 +278,18 @@ func (x *asyncReq) IODone(_ uint32, err error) {
 	} else if req.Type == cmdRead {
 		r.data = *r.buf
 	}
+	if gap := testIODoneGap.Load(); gap != nil {
+		(*gap)()
+	}
 	c.asyncMu.Lock()
+	delete(c.asyncs, x)
 	answered := c.abandoned
 	if !answered {
 		c.queueReply(r) // never blocks: its budget slot is held
 	}
 	c.asyncMu.Unlock()
+	*x = asyncReq{}
+	asyncReqs.Put(x)
 	if answered {
 		// waitAsync answered it ESHUTDOWN when the server stopped: only
 		// the buffer and the server-wide bytes are left to give back.

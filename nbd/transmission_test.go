@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -554,5 +555,59 @@ func TestServeContext(t *testing.T) {
 	c.expectClosed()
 	if st := mem.Stats(); st.Reads != 1 {
 		t.Errorf("%d reads reached the backend, want 1", st.Reads)
+	}
+}
+
+// TestCloseAnswersAsyncRequestEndingMeanwhile: a request whose backend
+// call ends while Close answers the rest gets exactly one reply. Its
+// IODone is held after the call ended, before its reply reaches the
+// writer, until the connection has ended: it must have been answered
+// ESHUTDOWN then (its late IODone only gives the buffer back), not
+// dropped by both sides.
+func TestCloseAnswersAsyncRequestEndingMeanwhile(t *testing.T) {
+	asyncBackends = true
+	defer func() { asyncBackends = false }()
+	e, mem := memExport("a", nbdtest.Config{Size: testSize})
+	ts := startServer(t, []Export{e}, Options{})
+	c := dialRaw(t, ts.sock)
+	c.goExport("a")
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	gap := func() {
+		once.Do(func() {
+			close(held)
+			<-release
+		})
+	}
+	testIODoneGap.Store(&gap)
+	defer testIODoneGap.Store(nil)
+	c.send(request{Type: cmdRead, Handle: 7, Length: 512}, nil)
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read did not end")
+	}
+	closed := make(chan struct{})
+	go func() {
+		ts.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Close waits for an IODone")
+	}
+	close(release)
+	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	h, errno, _ := c.readReply(nil)
+	if h != 7 || errno != errShutdown {
+		t.Fatalf("reply to %d errno %d, want 7 ESHUTDOWN", h, errno)
+	}
+	c.expectClosed()
+	eventually(t, "the held IODone gives its bytes back", func() bool { return ts.bytes.stats().held == 0 })
+	if st := mem.Stats(); st.Reads != 1 {
+		t.Fatalf("%d reads reached the backend, want 1", st.Reads)
 	}
 }

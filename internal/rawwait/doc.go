@@ -10,4 +10,12 @@
 // signal: the wait returns EINTR and the loop yields, so a stop-the-world
 // and other goroutines still run. An idle loop should wait the usual way
 // (those preemptions are a waste then); loops decide per wait.
+//
+// Slots keep the budget: GOMAXPROCS-1 raw waits, read again on every
+// take, so that a GOMAXPROCS that shrinks at run time (the runtime
+// follows the cgroup's CPU limit) takes slots back rather than leave a
+// raw wait the last P; none while asynchronous preemption is off
+// (GODEBUG asyncpreemptoff=1), since without its signal nothing, not even
+// a stop-the-world, would get the P back before the wait's descriptor is
+// ready. A loop that gets no slot waits the usual way.
 package rawwait
