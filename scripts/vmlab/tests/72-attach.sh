@@ -4,7 +4,7 @@
 # fstrim reaching the target as UNMAP (discard counter), fsync as SYNCHRONIZE CACHE (flush
 # counter), umount, detach, attach again, checksums verified; fio verify=crc32c at QD32; two LUNs
 # attached at once; the daemon killed with SIGKILL during fio verify and restarted: ublk user
-# recovery takes the device over, no verify error.
+# recovery takes the device over, no verify error. --read-only for both frontends.
 . "$VMLAB_LIB"
 set -eu
 
@@ -72,6 +72,27 @@ two() {
 	test "$(ia list --json | jq length)" = 0
 }
 step two-luns two
+
+# --read-only: the kernel device is read-only (an open for writing fails), the data unchanged,
+# list --json says so; for ublk (its read-only attribute) and for nbd (NBD_FLAG_READ_ONLY).
+readonly_attach() { # readonly_attach FRONTEND
+	fe=$1 name=ro-$1
+	dev=$(ia attach --daemon --read-only --frontend "$fe" --transport iser --portal "$portal" --target "$iqn" \
+		--lun 0 --name "$name") || return 1
+	test "$(blockdev --getro "$dev")" = 1 || { echo "$dev is not read-only"; return 1; }
+	test "$(ia list --json | jq -r --arg n "$name" '.[] | select(.name == $n) | .read_only')" = true ||
+		{ ia list --json; return 1; }
+	before=$(dd if="$dev" bs=1M count=4 iflag=direct 2>/dev/null | sha256sum)
+	if head -c 4096 /dev/urandom | dd of="$dev" bs=4k count=1 oflag=direct 2>/tmp/ro-err; then
+		echo "a write to read-only $dev succeeded"
+		return 1
+	fi
+	echo "write refused: $(tail -1 /tmp/ro-err)"
+	test "$(dd if="$dev" bs=1M count=4 iflag=direct 2>/dev/null | sha256sum)" = "$before" || return 1
+	ia detach "$name"
+}
+step read-only-ublk readonly_attach ublk
+step read-only-nbd readonly_attach nbd
 
 # SIGKILL during fio verify; a new daemon recovers the same /dev/ublkbN.
 recover() {
