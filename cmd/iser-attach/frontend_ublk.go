@@ -137,7 +137,7 @@ func recoverUblk(ctx context.Context, name string, st volume.State, ident volume
 		volume.RemoveState(name)
 		return nil, nil
 	}
-	if busy, where, ierr := volume.InUse(dev); ierr == nil && busy {
+	if busy, where := volume.InUse(dev); busy {
 		return nil, fmt.Errorf("volume %s: ublk recovery of %s failed and it is in use (%s), so it stays: %w",
 			name, dev, where, err)
 	}
