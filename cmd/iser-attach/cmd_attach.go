@@ -292,6 +292,9 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	if err := checkFrontend(ctx, sp.Frontend); err != nil {
 		return err
 	}
+	if err := checkLeftDevice(name, sp.Frontend); err != nil {
+		return err
+	}
 	me, err := listenMetrics(sp.MetricsListen)
 	if err != nil {
 		return err

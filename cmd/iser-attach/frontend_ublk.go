@@ -81,7 +81,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	if l.nx.Status().Transport == initiator.TransportISER {
 		backend = withBuffers{b, l}
 	}
-	ident := lunIdentity(info)
+	ident := lunIdentity(sp.Target, info)
 	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
 		d, err := recoverUblk(ctx, sp.Volume, st, ident, backend, opt)
 		if u, ok := d.(*ublkDevice); ok {
@@ -103,9 +103,10 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	return &ublkDevice{d: d, name: sp.Volume}, nil
 }
 
-// lunIdentity is what the state file records of the LUN.
-func lunIdentity(info initiator.LUNInfo) volume.Identity {
-	return volume.Identity{WWN: info.WWN, Serial: info.Serial, Size: info.Size(), BlockSize: info.BlockSize}
+// lunIdentity is what the state file records of the LUN, target's LUN.
+func lunIdentity(target string, info initiator.LUNInfo) volume.Identity {
+	return volume.Identity{WWN: info.WWN, Serial: info.Serial, Size: info.Size(), BlockSize: info.BlockSize,
+		Target: target, Number: info.Number}
 }
 
 // recoverUblk takes over the device st records, left by a previous server
