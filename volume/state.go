@@ -24,21 +24,28 @@ type State struct {
 }
 
 // Identity tells one LUN from another: its WWN (VPD 0x83), unit serial
-// number (VPD 0x80), size and logical block size.
+// number (VPD 0x80), size and logical block size, and where it was found
+// (target name and LUN number).
 type Identity struct {
 	WWN       string `json:"wwn,omitempty"`
 	Serial    string `json:"serial,omitempty"`
 	Size      int64  `json:"size,omitempty"`
 	BlockSize uint32 `json:"block_size,omitempty"`
+	// Target and Number are recorded together (Number 0 is a LUN): a
+	// state file without Target recorded neither.
+	Target string `json:"target,omitempty"`
+	Number uint16 `json:"number"`
 }
 
-// Known reports whether the identity says anything (a state file written
-// before identities were recorded has none).
-func (id Identity) Known() bool { return id != Identity{} }
-
 // Check fails when got, the LUN just opened, is not the LUN id recorded:
-// a WWN, serial, size or block size that was recorded and differs.
+// a WWN, serial, size, block size, target or LUN number that was recorded
+// and differs. Size and block size alone tell nothing: a record without a
+// WWN or serial must have the target and LUN number, and fails otherwise
+// (ErrUnidentified).
 func (id Identity) Check(got Identity) error {
+	if id.WWN == "" && id.Serial == "" && id.Target == "" {
+		return fmt.Errorf("%w: recorded no WWN, serial or target and LUN", ErrUnidentified)
+	}
 	var diffs []string
 	if id.WWN != "" && id.WWN != got.WWN {
 		diffs = append(diffs, fmt.Sprintf("WWN %q, this LUN %q", id.WWN, got.WWN))
@@ -52,6 +59,9 @@ func (id Identity) Check(got Identity) error {
 	if id.BlockSize != 0 && id.BlockSize != got.BlockSize {
 		diffs = append(diffs, fmt.Sprintf("block size %d, this LUN %d", id.BlockSize, got.BlockSize))
 	}
+	if id.Target != "" && (id.Target != got.Target || id.Number != got.Number) {
+		diffs = append(diffs, fmt.Sprintf("%s LUN %d, this LUN %s LUN %d", id.Target, id.Number, got.Target, got.Number))
+	}
 	if len(diffs) > 0 {
 		return fmt.Errorf("%w: recorded %s", ErrOtherLUN, strings.Join(diffs, "; "))
 	}
@@ -60,6 +70,10 @@ func (id Identity) Check(got Identity) error {
 
 // ErrOtherLUN is wrapped when a recorded device shows another LUN.
 var ErrOtherLUN = errors.New("the device shows another LUN")
+
+// ErrUnidentified is wrapped when a record does not say which LUN its
+// device shows.
+var ErrUnidentified = errors.New("cannot tell which LUN the device shows")
 
 // StatePath is the state file of volume name.
 func StatePath(name string) string { return filepath.Join(RunDir, name+".state") }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,14 +129,6 @@ func TestCounting(t *testing.T) {
 	got := c.Counters()
 	if got.Writes != 1 || got.Reads != 2 || got.WriteBytes != 4096 || got.Flushes != 1 || got.Errors != 1 {
 		t.Fatalf("counters %+v", got)
-	}
-}
-
-func TestInUseRejectsNonBlockDevices(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(f, nil, 0o600)
-	if _, _, err := InUse(f); err == nil {
-		t.Fatal("regular file accepted")
 	}
 }
 

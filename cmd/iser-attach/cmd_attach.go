@@ -253,7 +253,7 @@ func setNexusFields(st *volume.Status, ns initiator.NexusStatus) {
 
 func (a *attached) Detach(ctx context.Context, force bool) error {
 	if !force {
-		if busy, where, err := volume.InUse(a.dev.Path()); err == nil && busy {
+		if busy, where := volume.InUse(a.dev.Path()); busy {
 			return fmt.Errorf("%s is in use (%s); unmount it first or use --force", a.dev.Path(), where)
 		}
 	}
@@ -299,6 +299,9 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	if err := checkFrontend(ctx, sp.Frontend); err != nil {
 		return err
 	}
+	if err := checkLeftDevice(name, sp.Frontend); err != nil {
+		return err
+	}
 	me, err := listenMetrics(sp.MetricsListen)
 	if err != nil {
 		return err
@@ -327,9 +330,10 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
 		// A device taken over (ublk recovery) may be mounted: leave it to
-		// the next attach rather than remove it under its users.
+		// the next attach rather than remove it under its users (or when
+		// InUse cannot tell).
 		if rd, ok := dev.(recoverableDevice); ok {
-			if busy, where, ierr := volume.InUse(dev.Path()); ierr == nil && busy {
+			if busy, where := volume.InUse(dev.Path()); busy {
 				a.leave(rd, where)
 				return err
 			}
@@ -417,15 +421,17 @@ const stillUsedEvery = 20 * time.Second
 
 // stopOnSignal decides what a signal (SIGTERM, SIGINT) does. A device
 // nothing uses is removed as a detach would (the caller goes on with it).
-// A device in use (mounted, held, open) is never removed under its users:
+// A device in use (volume.InUse: mounted in any mount namespace, held, open
+// or claimed; a check that cannot be made counts as in use) is never
+// removed under its users:
 // a ublk device is flushed and left quiesced for the next attach, which
 // takes it over, and left reports that it was; a kernel NBD device, which
 // cannot outlive us, is served until it is released (then removed) or a
 // forced detach comes through the control socket (returned).
 func (a *attached) stopOnSignal() (req *detachReq, left bool) {
 	dev := a.dev.Path()
-	busy, where, err := volume.InUse(dev)
-	if err != nil || !busy {
+	busy, where := volume.InUse(dev)
+	if !busy {
 		return nil, false
 	}
 	if rd, ok := a.dev.(recoverableDevice); ok {
@@ -448,8 +454,8 @@ func (a *attached) stopOnSignal() (req *detachReq, left bool) {
 			return &r, false
 		case <-tick.C:
 		}
-		busy, where, err := volume.InUse(dev)
-		if err != nil || !busy {
+		busy, where := volume.InUse(dev)
+		if !busy {
 			return nil, false
 		}
 		if time.Since(lastSaid) >= stillUsedEvery {

@@ -31,7 +31,7 @@ func detachCommand() *cli.Command {
 				return err
 			}
 			if !c.Bool("force") {
-				if busy, where, err := volume.InUse(st.Device); err == nil && busy {
+				if busy, where := volume.InUse(st.Device); busy {
 					return fmt.Errorf("%s (%s) is in use (%s); unmount it first or use --force", st.Name, st.Device, where)
 				}
 			}

@@ -83,7 +83,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	if l.nx.Status().Transport == initiator.TransportISER {
 		backend = withBuffers{b, l}
 	}
-	ident := lunIdentity(info)
+	ident := lunIdentity(sp.Target, info)
 	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
 		d, err := recoverUblk(ctx, sp.Volume, st, ident, backend, opt)
 		if u, ok := d.(*ublkDevice); ok {
@@ -105,9 +105,10 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	return &ublkDevice{d: d, name: sp.Volume}, nil
 }
 
-// lunIdentity is what the state file records of the LUN.
-func lunIdentity(info initiator.LUNInfo) volume.Identity {
-	return volume.Identity{WWN: info.WWN, Serial: info.Serial, Size: info.Size(), BlockSize: info.BlockSize}
+// lunIdentity is what the state file records of the LUN, target's LUN.
+func lunIdentity(target string, info initiator.LUNInfo) volume.Identity {
+	return volume.Identity{WWN: info.WWN, Serial: info.Serial, Size: info.Size(), BlockSize: info.BlockSize,
+		Target: target, Number: info.Number}
 }
 
 // recoverUblk takes over the device st records, left by a previous server
@@ -139,7 +140,7 @@ func recoverUblk(ctx context.Context, name string, st volume.State, ident volume
 		volume.RemoveState(name)
 		return nil, nil
 	}
-	if busy, where, ierr := volume.InUse(dev); ierr == nil && busy {
+	if busy, where := volume.InUse(dev); busy {
 		return nil, fmt.Errorf("volume %s: ublk recovery of %s failed and it is in use (%s), so it stays: %w",
 			name, dev, where, err)
 	}
