@@ -23,7 +23,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "log in and serve a LUN as an NBD export (for qemu, nbdcopy, fio, nbd-client)",
-		Flags: append(targetFlags(),
+		Flags: append(append(targetFlags(), sessionFlags()...),
 			&cli.StringSliceFlag{Name: "listen", Required: true, Usage: "unix:PATH or tcp:HOST:PORT (repeatable); TCP on a non-loopback address needs --allow-remote"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow --listen on addresses other hosts can reach (NBD has no authentication: anyone who connects can read and write the LUN)"},
 			&cli.StringFlag{Name: "export-name", Value: "", Usage: "NBD export name (default: the empty default export)"},
@@ -34,10 +34,13 @@ func serveCommand() *cli.Command {
 		),
 		Action: func(c *cli.Context) error {
 			if err := checkListen(c.StringSlice("listen"), c.Bool("allow-remote")); err != nil {
-				return err
+				return usageErrorf(c, "%v", err)
 			}
 			if c.Int("max-connections") < 1 || c.Int("max-in-flight") < 1 || c.Int("max-in-flight-mib") < 32 {
-				return errors.New("serve: --max-connections and --max-in-flight must be at least 1, --max-in-flight-mib at least 32")
+				return usageErrorf(c, "--max-connections and --max-in-flight must be at least 1, --max-in-flight-mib at least 32")
+			}
+			if err := checkListenSpec(c, "metrics-listen", c.String("metrics-listen")); err != nil {
+				return err
 			}
 			ctx, stop := signalContext(c)
 			defer stop()
@@ -65,7 +68,7 @@ func checkListen(specs []string, allowRemote bool) error {
 	for _, spec := range specs {
 		local, err := nbd.Loopback(spec)
 		if err != nil {
-			return err
+			return fmt.Errorf("--listen: %w", err)
 		}
 		if !local && !allowRemote {
 			return fmt.Errorf("--listen %s is reachable from other hosts and NBD has no authentication: listen on a loopback address or unix:, or pass --allow-remote", spec)

@@ -89,10 +89,10 @@ func volumeAdd(c *cli.Context) error {
 	}
 	name := c.Args().First()
 	if err := volume.ValidName(name); err != nil {
-		return fmt.Errorf("volume add: %w", err)
+		return usageErrorf(c, "%v", err)
 	}
 	if c.Uint("lun") > 16383 {
-		return fmt.Errorf("volume add %s: --lun %d: at most 16383", name, c.Uint("lun"))
+		return usageErrorf(c, "--lun %d: at most 16383", c.Uint("lun"))
 	}
 	cfg := volume.DefaultConfig(name)
 	cfg.Portals = c.StringSlice("portal")
@@ -109,7 +109,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")
 	if err := checkVolumeFlags(&cfg); err != nil {
-		return fmt.Errorf("volume add %s: %w", name, err)
+		return usageErrorf(c, "%v", err)
 	}
 	if err := volume.WriteConfig(&cfg, c.Bool("force")); err != nil {
 		if errors.Is(err, os.ErrExist) {
@@ -146,7 +146,7 @@ func volumeRemove(c *cli.Context) error {
 	}
 	name := c.Args().First()
 	if err := volume.ValidName(name); err != nil {
-		return fmt.Errorf("volume remove: %w", err)
+		return usageErrorf(c, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
 	defer cancel()

@@ -115,3 +115,15 @@ func exportMetricsName(export string, l *lunConn) string {
 
 // An attached volume answers the control socket's stats requests.
 var _ volume.StatsReporter = (*attached)(nil)
+
+// checkListenSpec checks the form of a listener flag's value (unix:PATH or
+// tcp:HOST:PORT; "" is none): a mistake is a usage error.
+func checkListenSpec(c *cli.Context, flag, spec string) error {
+	if spec == "" {
+		return nil
+	}
+	if _, err := nbd.Loopback(spec); err != nil {
+		return usageErrorf(c, "--%s: %v", flag, err)
+	}
+	return nil
+}
