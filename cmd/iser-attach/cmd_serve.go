@@ -56,7 +56,7 @@ func serveCommand() *cli.Command {
 			counting := volume.NewCounting(l.LUN)
 			counting.OnError = newIOErrorLog(logger).report
 			defer counting.Close()
-			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO())
+			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO()) // the name list and stats show
 			return endServe(l, serveLUN(ctx, c, l, counting))
 		},
 	}
@@ -105,8 +105,10 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.
 		logger.Info().Str("listen", spec).Int64("size", info.Size()).Uint32("block_size", info.BlockSize).Msg("serving NBD")
 		go func() { errc <- srv.Serve(ctx, ln) }()
 	}
-	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: c.String("export-name"),
-		Listen: c.StringSlice("listen"), Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
+	export := c.String("export-name")
+	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: exportMetricsName(export, l),
+		Export: &export, Listen: c.StringSlice("listen"), Device: strings.Join(c.StringSlice("listen"), ","),
+		Frontend: "nbd-server", Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
 		Initiator: l.nx.InitiatorName(),
 		PID:       os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
 	if ctl, err := volume.ListenServeControl(sc); err != nil {
@@ -183,7 +185,7 @@ func (s *serveControl) Detach(context.Context, bool) error {
 // Stats answers the control socket's stats requests, as an attached
 // volume does.
 func (s *serveControl) Stats() volume.Stats {
-	return volume.Stats{Name: s.st.Name, Device: strings.Join(s.st.Listen, ","), TimeNanos: time.Now().UnixNano(),
+	return volume.Stats{Name: s.st.Name, Device: s.st.Device, TimeNanos: time.Now().UnixNano(),
 		IO: s.counting.Snapshot()}
 }
 

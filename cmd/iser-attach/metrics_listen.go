@@ -104,7 +104,8 @@ func (a *attached) Stats() volume.Stats {
 	return volume.Stats{Name: a.name, Device: a.dev.Path(), TimeNanos: time.Now().UnixNano(), IO: a.counting.Snapshot()}
 }
 
-// exportMetricsName is serve's volume label: the export name, else the
+// exportMetricsName is a serve process's one name, in its metrics' volume
+// label, list and stats: the export name, else (the default export) the
 // name attach would give the LUN.
 func exportMetricsName(export string, l *lunConn) string {
 	if export != "" {
