@@ -15,6 +15,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -135,7 +136,11 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			name, hasValue := flagName(a)
 			lv, f := lookupFlag(levels, name)
 			if f == nil {
-				return nil, cur.errorf("flag provided but not defined: -%s%s", name, didYouMean("--", name, flagNames(levels)))
+				hint := didYouMean("--", name, flagNames(levels))
+				if hint == "" {
+					hint = flagElsewhere(app.Commands, "", name)
+				}
+				return nil, cur.errorf("flag provided but not defined: -%s%s", name, hint)
 			}
 			tok := []string{a}
 			if takesValue(f) && !hasValue {
@@ -287,6 +292,38 @@ func suggestDistance(a, b string) int {
 		}
 	}
 	return d[len(a)][len(b)]
+}
+
+// flagElsewhere is "; COMMAND... takes it" for a flag this command lacks
+// but others have (info --replacement-timeout: serve and attach), or "".
+func flagElsewhere(cmds []*cli.Command, parent, name string) string {
+	var have []string
+	var walk func(cmds []*cli.Command, parent string)
+	walk = func(cmds []*cli.Command, parent string) {
+		for _, c := range cmds {
+			if c.Hidden {
+				continue
+			}
+			path := strings.TrimSpace(parent + " " + c.Name)
+			for _, f := range c.Flags {
+				if slices.Contains(f.Names(), name) {
+					have = append(have, path)
+					break
+				}
+			}
+			walk(c.Subcommands, path)
+		}
+	}
+	walk(cmds, parent)
+	switch {
+	case len(have) == 0:
+		return ""
+	case len(have) > 3:
+		return fmt.Sprintf("; %s, %s and others take it", have[0], have[1])
+	case len(have) == 1:
+		return fmt.Sprintf("; %s takes it", have[0])
+	}
+	return fmt.Sprintf("; %s and %s take it", strings.Join(have[:len(have)-1], ", "), have[len(have)-1])
 }
 
 // commandNames are the names and aliases of the visible commands of cmds.

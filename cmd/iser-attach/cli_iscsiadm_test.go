@@ -113,3 +113,33 @@ func TestCLIFlagsDescribed(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIVolumeAddIscsiadmForms: volume add takes portals with their tag
+// (one per --portal, the comma kept) and timeouts in seconds, and writes
+// them as a file volume check accepts.
+func TestCLIVolumeAddIscsiadmForms(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"ISER_ATTACH_CONFIG_DIR=" + dir}
+	_, errs, code := runBinary(t, binary, env, "volume", "add", "v1", "--portal", "10.0.0.1:3260,1",
+		"--portal", "[fe80::1%eth0]:3260,1", "--target", "iqn.2026-11.test:x", "--command-timeout", "45",
+		"--replacement-timeout", "120", "--nop-interval", "0", "--login-timeout=20")
+	if code != 0 {
+		t.Fatalf("volume add: exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "v1.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"portal = 10.0.0.1:3260,1\n", "portal = [fe80::1%eth0]:3260,1\n",
+		"command_timeout = 45s\n", "nop_interval = 0s\n", "login_timeout = 20s\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("v1.conf lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "replacement_timeout") { // 120 s is the default
+		t.Errorf("v1.conf has the default replacement_timeout:\n%s", b)
+	}
+	if out, errs, code := runBinary(t, binary, env, "volume", "check", "v1"); code != 0 || out != "v1: ok\n" {
+		t.Fatalf("volume check: exit %d\n%s%s", code, out, errs)
+	}
+}
