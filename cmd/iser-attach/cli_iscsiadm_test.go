@@ -142,4 +142,9 @@ func TestCLIVolumeAddIscsiadmForms(t *testing.T) {
 	if out, errs, code := runBinary(t, binary, env, "volume", "check", "v1"); code != 0 || out != "v1: ok\n" {
 		t.Fatalf("volume check: exit %d\n%s%s", code, out, errs)
 	}
+	// volume list separates the portals with a space: a comma is a tag's.
+	if out, errs, code := runBinary(t, binary, env, "volume", "list"); code != 0 ||
+		!strings.Contains(out, " 10.0.0.1:3260,1 [fe80::1%eth0]:3260,1 ") {
+		t.Fatalf("volume list: exit %d\n%s%s", code, out, errs)
+	}
 }

@@ -251,7 +251,7 @@ func printVolumeTable(w io.Writer, rows []volumeRow) error {
 			lun = fmt.Sprint(*r.LUN)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Target, lun,
-			strings.Join(r.Portals, ","), r.Transport, r.Frontend, state)
+			strings.Join(r.Portals, " "), r.Transport, r.Frontend, state)
 	}
 	return tw.Flush()
 }
