@@ -40,11 +40,9 @@ func sessionFlags() []cli.Flag {
 // lunSpec is everything needed to log in and open a LUN, from flags or a
 // volume configuration file.
 type lunSpec struct {
-	Volume  string   // volume name, "" outside attach
-	Portals []string // host:port
-	// PortalTags holds each portal's group tag, given as host:port,tpgt
-	// (iscsiadm's form), or -1: the login checks the target's answer.
-	PortalTags    []int
+	Volume        string   // volume name, "" outside attach
+	Portals       []string // host:port
+	PortalTags    []int    // each portal's group tag (host:port,tpgt) or -1; the login checks it
 	Target        string
 	LUN           uint16
 	AnyLUN        bool // no LUN given: the lowest-numbered disk (pickLUN)
