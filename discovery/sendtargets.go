@@ -63,6 +63,9 @@ func ParsePortal(s string) (Portal, error) {
 
 func stParsePortal(s string) (Portal, error) {
 	p := Portal{Port: DefaultPort, GroupTag: -1}
+	if strings.Count(s, ",") > 1 {
+		return p, errors.New("more than one ',': one portal each, as host:port,tpgt (several portals are several --portal flags or portal = lines)")
+	}
 	addr := s
 	if i := strings.LastIndexByte(s, ','); i >= 0 {
 		tag, err := stParseUint(s[i+1:], 0, 65535)

@@ -60,6 +60,13 @@ func TestParsePortal(t *testing.T) {
 		{in: "host.example.", errSub: "label"},
 		{in: strings.Repeat("a", 64) + ".example", errSub: "label"},
 		{in: "host:3260:1", errSub: "brackets"},
+		// iscsiadm prints ip:port,tpgt; one portal per string, a comma
+		// never lists several.
+		{in: "[fe80::1%eth0]:3260,1", want: Portal{"fe80::1%eth0", 3260, 1}, str: "[fe80::1%eth0]:3260"},
+		{in: "127.0.0.1:3260,0", want: Portal{"127.0.0.1", 3260, 0}, str: "127.0.0.1:3260"},
+		{in: "10.0.0.1:3260,1,10.0.0.2:3260,1", errSub: "more than one ','"},
+		{in: "10.0.0.1:3260,1,2", errSub: "more than one ','"},
+		{in: "10.0.0.1:3260, 1", errSub: "group tag"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -233,7 +240,9 @@ func TestParseSendTargetsLIOStyle(t *testing.T) {
 }
 
 func FuzzParsePortal(f *testing.F) {
-	for _, s := range []string{"10.0.0.1", "10.0.0.1:3260,1", "[fe80::1%eth0]:3260", "fd00::1", "host.example:3261,2", "[::1]"} {
+	for _, s := range []string{"10.0.0.1", "10.0.0.1:3260,1", "[fe80::1%eth0]:3260", "fd00::1", "host.example:3261,2", "[::1]",
+		// iscsiadm's ip:port,tpgt, and lists a comma never makes.
+		"[fe80::1%eth0]:3260,1", "127.0.0.1:3260,65535", "10.0.0.1:3260,1,10.0.0.2:3260,1", "10.0.0.1,1,2", "[fd00::1],0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -20,6 +20,12 @@ type NexusConfig struct {
 	// Portals are tried in order at the first login and in turn during
 	// recovery (host:port each).
 	Portals []string
+	// PortalGroupTags, when not nil, holds for each portal the
+	// TargetPortalGroupTag its login must answer with (RFC 7143 13.9), or -1
+	// for any: a login that answers another tag is logged out and fails
+	// with a *PortalGroupTagError (the portal given as ip:port,tpgt leads
+	// elsewhere than the admin meant).
+	PortalGroupTags []int
 	// Dial is the datamover configuration; its Addr is set per portal.
 	Dial DialConfig
 	// Session configures every session; its ISID stays the same so each new
@@ -198,6 +204,13 @@ func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if i < len(n.cfg.PortalGroupTags) && n.cfg.PortalGroupTags[i] >= 0 {
+		if got := int(s.Params().TargetPortalGroupTag); got != n.cfg.PortalGroupTags[i] {
+			_ = s.Close()
+			return nil, &PortalGroupTagError{Portal: dc.Addr, Target: n.cfg.Session.TargetName,
+				Want: n.cfg.PortalGroupTags[i], Got: got}
+		}
+	}
 	n.ioMu.Lock()
 	err = registerIOMem(s, n.ioMem)
 	n.ioMu.Unlock()
@@ -207,6 +220,18 @@ func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// PortalGroupTagError is a login whose target answered another
+// TargetPortalGroupTag than the one given with the portal (ip:port,tpgt).
+type PortalGroupTagError struct {
+	Portal, Target string
+	Want, Got      int
+}
+
+func (e *PortalGroupTagError) Error() string {
+	return fmt.Sprintf("login to %s at %s: the target answered portal group tag %d, the portal was given with tag %d (%s,%d)",
+		e.Target, e.Portal, e.Got, e.Want, e.Portal, e.Want)
 }
 
 // registerIOMem registers the I/O buffers with s's datamover when it moves

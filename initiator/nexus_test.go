@@ -282,3 +282,34 @@ func TestNexusCloseReleasesIOWaitingForRecovery(t *testing.T) {
 		t.Fatalf("state %v after Close", st.State)
 	}
 }
+
+// A portal given with a portal group tag (ip:port,tpgt) is used only when
+// the target answers that tag (iscsitest answers 1): a portal that answers
+// another is logged out and the next one tried; when none answers it, the
+// error names both tags.
+func TestNexusChecksThePortalGroupTag(t *testing.T) {
+	good := func(int) func(*iscsitest.Target, *pdu.PDU) []iscsitest.Reply {
+		return func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply { return tg.Good(req) }
+	}
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: good}
+	nx := dialNexus(t, f, func(cfg *initiator.NexusConfig) { cfg.PortalGroupTags = []int{2, 1} })
+	if st := nx.Status(); st.Portal != "p2:3260" {
+		t.Fatalf("portal %s, want p2:3260 (p1 answered tag 1, not 2)", st.Portal)
+	}
+	f = &fakePortals{t: t, down: map[string]bool{}, handler: good}
+	dialNexus(t, f, func(cfg *initiator.NexusConfig) { cfg.PortalGroupTags = []int{-1, 7} }) // -1: any tag
+
+	cfg := initiator.NexusConfig{Portals: []string{"p1:3260"}, PortalGroupTags: []int{2},
+		Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+			InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:tgt"}, NOPInterval: -1, QueueDepth: 8}}
+	initiator.SetNexusConnect(&cfg, f.connect)
+	_, err := initiator.DialNexus(ctx5(t), cfg)
+	var te *initiator.PortalGroupTagError
+	if !errors.As(err, &te) || te.Want != 2 || te.Got != 1 {
+		t.Fatalf("DialNexus: %v, want a PortalGroupTagError 2 vs 1", err)
+	}
+	want := "login to iqn.2026-11.test:tgt at p1:3260: the target answered portal group tag 1, the portal was given with tag 2 (p1:3260,2)"
+	if err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+}

@@ -464,11 +464,26 @@ func setInt(dst *int, v string, lo, hi int) error {
 	return nil
 }
 
+// ParseDuration reads a timeout as an admin writes it: a plain number is
+// seconds (iscsiadm's timeouts are seconds: 30, 1.5), anything else a Go
+// duration (30s, 2m, 1m30s). The error says both forms.
+func ParseDuration(v string) (time.Duration, error) {
+	s := v
+	if num := strings.TrimPrefix(v, "-"); num != "" && num != "." && strings.Trim(num, "0123456789.") == "" {
+		s += "s"
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: give seconds (30) or a Go duration (30s, 2m)", v)
+	}
+	return d, nil
+}
+
 func setDuration(dst *time.Duration, v string, zeroOK bool) error {
-	d, err := time.ParseDuration(v)
+	d, err := ParseDuration(v)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%q is not a duration (like 30s, 2m, 1m30s)", v)
+		return err
 	case d < 0 || d == 0 && !zeroOK:
 		if zeroOK {
 			return fmt.Errorf("%s: must not be negative", v)

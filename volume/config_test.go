@@ -44,6 +44,10 @@ func TestParseConfigValid(t *testing.T) {
 	minimal.Portals = []string{"10.0.0.1"}
 	minimal.Target = "iqn.2026-01.com.example:disk1"
 
+	iscsiadmForms := minimal
+	iscsiadmForms.Portals = []string{"10.0.0.1:3260,1", "[fe80::1%eth0]:3260,1"}
+	iscsiadmForms.NOPTimeout = 2500 * time.Millisecond
+
 	tests := []struct {
 		name, in string
 		want     Config
@@ -52,6 +56,15 @@ func TestParseConfigValid(t *testing.T) {
 		{"comments, blanks, CRLF, header", "# a comment\r\n; another\r\n\r\n[volume]\r\n  portal=10.0.0.1  \r\ntarget =iqn.2026-01.com.example:disk1\r\n", minimal},
 		{"header with spaces", "[ volume ]\n" + minimalConf, minimal},
 		{"no final newline", strings.TrimSuffix(minimalConf, "\n"), minimal},
+		{"iscsiadm's forms: portals with their tag, timeouts in seconds", `portal = 10.0.0.1:3260,1
+portal = [fe80::1%eth0]:3260,1
+target = iqn.2026-01.com.example:disk1
+replacement_timeout = 120
+nop_interval = 5
+nop_timeout = 2.5
+login_timeout = 15
+command_timeout = 30
+`, iscsiadmForms},
 		{"everything", `[volume]
 portal = 10.0.0.1
 portal = [fd00::2]:3261
@@ -135,7 +148,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"queue depth 0", base + "queue_depth = 0\n", 3, "queue_depth", "1 to 1024"},
 		{"queue depth big", base + "queue_depth = 1025\n", 3, "queue_depth", "1 to 1024"},
 		{"replacement negative", base + "replacement_timeout = -1s\n", 3, "replacement_timeout", "negative"},
-		{"replacement no unit", base + "replacement_timeout = 30\n", 3, "replacement_timeout", "not a duration"},
+		{"replacement not a duration", base + "replacement_timeout = soon\n", 3, "replacement_timeout",
+			`replacement_timeout: "soon" is not a duration: give seconds (30) or a Go duration (30s, 2m)`},
+		{"replacement negative seconds", base + "replacement_timeout = -1\n", 3, "replacement_timeout", "negative"},
+		{"portals in one line", base + "portal = 10.0.0.2:3260,1,10.0.0.3:3260,1\n", 3, "portal", "malformed portal"},
 		{"nop timeout 0", base + "nop_timeout = 0\n", 3, "nop_timeout", "more than 0"},
 		{"login timeout 0", base + "login_timeout = 0s\n", 3, "login_timeout", "more than 0"},
 		{"command timeout 0", base + "command_timeout = 0\n", 3, "command_timeout", "more than 0"},
@@ -165,6 +181,35 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Fatalf("error %q does not start with %q", err, prefix)
 			}
 		})
+	}
+}
+
+// TestParseDuration: a plain number is seconds (iscsiadm's timeouts), a Go
+// duration still works, and the error gives both forms.
+func TestParseDuration(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{"0", 0, false}, {"5", 5 * time.Second, false}, {"120", 2 * time.Minute, false},
+		{"1.5", 1500 * time.Millisecond, false}, {"-1", -time.Second, false},
+		{"15s", 15 * time.Second, false}, {"2m", 2 * time.Minute, false}, {"1m30s", 90 * time.Second, false},
+		{"250ms", 250 * time.Millisecond, false},
+		{"", 0, true}, {"abc", 0, true}, {".", 0, true}, {"1.2.3", 0, true}, {"5 s", 0, true},
+		{"s", 0, true}, {"-", 0, true}, {"30x", 0, true}, {"1e3", 0, true},
+	} {
+		got, err := ParseDuration(tt.in)
+		if tt.err {
+			want := strconv.Quote(tt.in) + " is not a duration: give seconds (30) or a Go duration (30s, 2m)"
+			if err == nil || err.Error() != want {
+				t.Errorf("ParseDuration(%q) = %v, %v; want the error %q", tt.in, got, err, want)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+		}
 	}
 }
 

@@ -50,9 +50,13 @@ type Status struct {
 	PID       int      `json:"pid"`
 	Since     string   `json:"since"`
 	Counters  Counters `json:"counters"`
-	// Kind is "serve" for a serve process (ListServe; Name is then its
-	// export name and Listen its NBD listeners), empty for a volume.
+	// Kind is "serve" for a serve process (ListServe), empty for a volume.
+	// A serve process's Name is the one name of its export in list,
+	// metrics and stats: the export name, or for the default export (whose
+	// NBD name is empty) TARGET-lunN; Export is the NBD export name itself
+	// and Listen its NBD listeners (Device joins them).
 	Kind   string   `json:"kind,omitempty"`
+	Export *string  `json:"export,omitempty"`
 	Listen []string `json:"listen,omitempty"`
 }
 

@@ -7,15 +7,20 @@ package main
 // into "COMMAND... --help", and reports as usage errors the mistakes
 // urfave/cli answers with a page of help or not at all: unknown commands and
 // flags, missing flag values, missing required flags, argument counts.
-// Flag values themselves (--lun abc) are parsed by urfave/cli; its
-// OnUsageError (onUsageError) makes them the same one-line usage error.
+// It reads durations itself (a plain number is seconds, as iscsiadm's
+// timeouts are) and hands them on as Go durations. Other flag values
+// (--lun abc) are parsed by urfave/cli; its OnUsageError (onUsageError)
+// makes them the same one-line usage error.
 
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/iser-attach/iser-attach/volume"
 )
 
 // usageError is a mistake on the command line: one line naming it and the
@@ -131,7 +136,11 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			name, hasValue := flagName(a)
 			lv, f := lookupFlag(levels, name)
 			if f == nil {
-				return nil, cur.errorf("flag provided but not defined: -%s", name)
+				hint := didYouMean("--", name, flagNames(levels))
+				if hint == "" {
+					hint = flagElsewhere(app.Commands, "", name)
+				}
+				return nil, cur.errorf("flag provided but not defined: -%s%s", name, hint)
 			}
 			tok := []string{a}
 			if takesValue(f) && !hasValue {
@@ -140,6 +149,12 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 				}
 				i++
 				tok = append(tok, rest[i])
+			}
+			if _, ok := f.(*cli.DurationFlag); ok {
+				var err error
+				if tok, err = durationArg(tok); err != nil {
+					return nil, lv.errorf("--%s: %v", name, err)
+				}
 			}
 			lv.given = append(lv.given, tok...)
 			lv.set[f.Names()[0]] = true
@@ -152,7 +167,7 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			}
 			c := findCommand(subs, a)
 			if c == nil {
-				return nil, cur.errorf("unknown command %q", a)
+				return nil, cur.errorf("unknown command %q%s", a, didYouMean("", a, commandNames(subs)))
 			}
 			levels = append(levels, newArgLevel(c, a, cur.path, c.Flags))
 			continue
@@ -200,6 +215,27 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 	return append(out, positional...), nil
 }
 
+// durationArg reads a duration flag's value (tok: "--name=value" or
+// "--name", "value") as volume.ParseDuration does, a plain number being
+// seconds, and returns it as a Go duration urfave/cli parses.
+func durationArg(tok []string) ([]string, error) {
+	value := ""
+	if len(tok) == 2 {
+		value = tok[1]
+	} else {
+		_, value, _ = strings.Cut(tok[0], "=")
+	}
+	d, err := volume.ParseDuration(value)
+	if err != nil {
+		return nil, err
+	}
+	if len(tok) == 2 {
+		return []string{tok[0], d.String()}, nil
+	}
+	name, _, _ := strings.Cut(tok[0], "=")
+	return []string{name + "=" + d.String()}, nil
+}
+
 // flagName is the name in "-name", "--name" or "--name=value", and whether
 // the value came with it.
 func flagName(arg string) (string, bool) {
@@ -208,6 +244,111 @@ func flagName(arg string) (string, bool) {
 		return name[:i], true
 	}
 	return name, false
+}
+
+// didYouMean is "; did you mean PREFIXNAME?" for the name among names
+// nearest to typed (suggestDistance), or "" when none is near.
+func didYouMean(prefix, typed string, names []string) string {
+	limit := 2
+	if len(typed) <= 4 {
+		limit = 1
+	}
+	best, bestD := "", limit+1
+	for _, n := range names {
+		if d := suggestDistance(typed, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %s%s?", prefix, best)
+}
+
+// suggestDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of neighbours count 1.
+func suggestDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+// flagElsewhere is "; COMMAND... takes it" for a flag this command lacks
+// but others have (info --replacement-timeout: serve and attach), or "".
+func flagElsewhere(cmds []*cli.Command, parent, name string) string {
+	var have []string
+	var walk func(cmds []*cli.Command, parent string)
+	walk = func(cmds []*cli.Command, parent string) {
+		for _, c := range cmds {
+			if c.Hidden {
+				continue
+			}
+			path := strings.TrimSpace(parent + " " + c.Name)
+			for _, f := range c.Flags {
+				if slices.Contains(f.Names(), name) {
+					have = append(have, path)
+					break
+				}
+			}
+			walk(c.Subcommands, path)
+		}
+	}
+	walk(cmds, parent)
+	switch {
+	case len(have) == 0:
+		return ""
+	case len(have) > 3:
+		return fmt.Sprintf("; %s, %s and others take it", have[0], have[1])
+	case len(have) == 1:
+		return fmt.Sprintf("; %s takes it", have[0])
+	}
+	return fmt.Sprintf("; %s and %s take it", strings.Join(have[:len(have)-1], ", "), have[len(have)-1])
+}
+
+// commandNames are the names and aliases of the visible commands of cmds.
+func commandNames(cmds []*cli.Command) []string {
+	var out []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			out = append(out, c.Names()...)
+		}
+	}
+	return out
+}
+
+// flagNames are the names of the flags every level accepts.
+func flagNames(levels []*argLevel) []string {
+	var out []string
+	for _, lv := range levels {
+		for _, f := range lv.flags {
+			if vf, ok := f.(cli.VisibleFlag); ok && !vf.IsVisible() {
+				continue
+			}
+			out = append(out, f.Names()...)
+		}
+	}
+	return out
 }
 
 // lookupFlag finds the flag name in the innermost level that has it.

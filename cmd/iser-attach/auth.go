@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,10 +82,22 @@ func readSecret(w io.Writer, file, env, what string) ([]byte, error) {
 }
 
 // chapFromFlags builds CHAP credentials, or nil when no CHAP user is given.
+// A combination of flags that does not make credentials is a usage error.
 func chapFromFlags(c *cli.Context) (*initiator.CHAPCredentials, error) {
-	return chapCredentials(c.App.ErrWriter, c.String("chap-user"), c.String("chap-secret-file"),
+	creds, err := chapCredentials(c.App.ErrWriter, c.String("chap-user"), c.String("chap-secret-file"),
 		c.String("mutual-user"), c.String("mutual-secret-file"), true)
+	var ce *chapComboError
+	if errors.As(err, &ce) {
+		return nil, usageErrorf(c, "%v", err)
+	}
+	return creds, err
 }
+
+// chapComboError is a combination of CHAP settings that makes no
+// credentials (a secret without a user, mutual CHAP without one-way CHAP).
+type chapComboError struct{ msg string }
+
+func (e *chapComboError) Error() string { return e.msg }
 
 // chapCredentials reads the secrets (from the files, or with env from the
 // environment), warning on w about secret files others can read, and checks
@@ -94,6 +107,15 @@ func chapCredentials(w io.Writer, user, secretFile, mutualUser, mutualFile strin
 	if !env {
 		secretEnv, mutualEnv = "", ""
 	}
+	if user == "" {
+		if mutualUser != "" || mutualFile != "" {
+			return nil, &chapComboError{"mutual CHAP needs --chap-user and a CHAP secret too"}
+		}
+		if secretFile != "" {
+			return nil, &chapComboError{"--chap-secret-file given without --chap-user"}
+		}
+		return nil, nil
+	}
 	secret, err := readSecret(w, secretFile, secretEnv, "CHAP secret")
 	if err != nil {
 		return nil, err
@@ -102,22 +124,13 @@ func chapCredentials(w io.Writer, user, secretFile, mutualUser, mutualFile strin
 	if err != nil {
 		return nil, err
 	}
-	if user == "" {
-		if mutualUser != "" || mutualFile != "" {
-			return nil, fmt.Errorf("mutual CHAP needs --chap-user and a CHAP secret too")
-		}
-		if secretFile != "" {
-			return nil, fmt.Errorf("--chap-secret-file given without --chap-user")
-		}
-		return nil, nil
-	}
 	if len(secret) == 0 {
-		return nil, fmt.Errorf("--chap-user %q needs a secret: --chap-secret-file or ISER_ATTACH_CHAP_SECRET", user)
+		return nil, &chapComboError{fmt.Sprintf("--chap-user %q needs a secret: --chap-secret-file or ISER_ATTACH_CHAP_SECRET", user)}
 	}
 	creds := &initiator.CHAPCredentials{User: user, Secret: secret}
 	if mutualUser != "" || len(mutual) > 0 {
 		if mutualUser == "" || len(mutual) == 0 {
-			return nil, fmt.Errorf("mutual CHAP needs both --mutual-user and a secret (--mutual-secret-file or ISER_ATTACH_MUTUAL_SECRET)")
+			return nil, &chapComboError{"mutual CHAP needs both --mutual-user and a secret (--mutual-secret-file or ISER_ATTACH_MUTUAL_SECRET)"}
 		}
 		creds.MutualUser, creds.MutualSecret = mutualUser, mutual
 	}

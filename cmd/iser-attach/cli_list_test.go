@@ -18,6 +18,9 @@ type listed struct {
 	Kind      string   `json:"kind"`
 	Initiator string   `json:"initiator"`
 	Name      string   `json:"name"`
+	Export    *string  `json:"export"`
+	Device    string   `json:"device"`
+	Frontend  string   `json:"frontend"`
 	Listen    []string `json:"listen"`
 	Portal    string   `json:"portal"`
 	Target    string   `json:"target"`
@@ -85,7 +88,7 @@ func TestCLIListShowsServe(t *testing.T) {
 	}
 	if e.Kind != "serve" || e.Name != "exp1" || len(e.Listen) != 1 || e.Listen[0] != "unix:"+sock ||
 		e.Portal != srv.Portal() || e.Target != srv.IQN() || e.LUN != 1 || e.Transport != "tcp" || e.State != "serving" ||
-		e.Initiator != initiatorIQN {
+		e.Initiator != initiatorIQN || e.Export == nil || *e.Export != "exp1" || e.Frontend != "nbd-server" || e.Device != "unix:"+sock {
 		t.Fatalf("list --json entry %+v", e)
 	}
 	sh(t, "qemu-io", "-f", "raw", "-r", "-c", "read 0 64k", "nbd+unix:///exp1?socket="+sock)
@@ -99,7 +102,7 @@ func TestCLIListShowsServe(t *testing.T) {
 	if err != nil || st.Name != "exp1" || st.TimeNanos == 0 {
 		t.Errorf("stats from serve's socket: %v %+v", err, st)
 	}
-	out, _, err := run(t, nil, "list")
+	out, _, err := run(t, nil, "list", "--wide")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,5 +132,133 @@ func TestCLIListShowsServe(t *testing.T) {
 	}
 	if _, err := os.Stat(ctl); !os.IsNotExist(err) {
 		t.Errorf("control socket %s left behind: %v", ctl, err)
+	}
+}
+
+// TestCLIServeDefaultExportOneName: serve's default export (NBD name "")
+// has one name, TARGET-lunN as attach would call the LUN, in list, list
+// --json and stats (which reports serve processes too); its metrics label
+// comes from the same exportMetricsName.
+func TestCLIServeDefaultExportOneName(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	sock := filepath.Join(t.TempDir(), "nbd.sock")
+	cmd, logs, exited := startBinary(t, "--initiator-name", initiatorIQN, "serve", "--portal", srv.Portal(), "--target", srv.IQN(),
+		"--transport", "tcp", "--listen", "unix:"+sock)
+	defer func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("serve log:\n%s", logs.String())
+		}
+	}()
+	pid := cmd.Process.Pid
+	var e listed
+	for i := 0; ; i++ {
+		var ok bool
+		if e, ok = listPID(t, pid); ok {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("list does not show serve (pid %d) after 10 s", pid)
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	name := defaultVolumeName(srv.IQN(), 1)
+	if e.Name != name || e.Export == nil || *e.Export != "" || e.Frontend != "nbd-server" {
+		t.Fatalf("list --json: name %q export %v frontend %q; want %q, \"\" and nbd-server", e.Name, e.Export, e.Frontend, name)
+	}
+	out, _, err := run(t, nil, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == name && strings.Contains(line, "nbd-server") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("list table has no row named %s:\n%s", name, out)
+	}
+	for _, args := range [][]string{{"stats", "--count", "1", "--interval", "0.2"}, {"stats", name, "--count", "1", "--interval", "0.2"}} {
+		out, errs, err := run(t, nil, args...)
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, errs)
+		}
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%q has no row named %s:\n%s", args, name, out)
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop on SIGINT")
+	}
+}
+
+// TestListTable: list's default table fits 100 columns whatever the names
+// (long ones are clipped at the front), --wide has every column, and the
+// cells are list --json's fields (frontend in both).
+func TestListTable(t *testing.T) {
+	all := []volume.Status{
+		{Name: "a-rather-long-volume-name-from-a-long-iqn-lun16383", Kind: "attach", Device: "/dev/ublkb12",
+			Portal: "[fd00:1234:5678:9abc::10]:3260", Target: "iqn.2026-11.com.example.storage:a-very-long-target-name",
+			LUN: 16383, Transport: "iser", Frontend: "ublk", State: "recovering", Recoveries: 12345,
+			Initiator: "iqn.2026-11.io.iser-attach:host-0123456789ab", Counters: volume.Counters{Reads: 1 << 40, Errors: 123456}},
+		{Name: "disk1-lun1", Kind: "serve", Device: "unix:/run/some/long/directory/for/the/nbd/export.sock,tcp:127.0.0.1:10809",
+			Portal: "10.0.0.1:3260", Target: "iqn.2026-11.test:disk1", LUN: 1, Transport: "tcp", Frontend: "nbd-server", State: "serving"},
+	}
+	var narrow, wide strings.Builder
+	if err := writeListTable(&narrow, all, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(narrow.String(), "\n"), "\n") {
+		if len(line) > 100 {
+			t.Errorf("line of %d columns:\n%s", len(line), line)
+		}
+	}
+	head := strings.Fields(strings.SplitN(narrow.String(), "\n", 2)[0])
+	if strings.Join(head, " ") != "NAME DEVICE LUN TRANSPORT FRONTEND STATE ERRORS" {
+		t.Errorf("narrow header %q", head)
+	}
+	if !strings.Contains(narrow.String(), "...a-long-iqn-lun16383 ") || !strings.Contains(narrow.String(), "nbd-server") {
+		t.Errorf("narrow table:\n%s", narrow.String())
+	}
+	if err := writeListTable(&wide, all, true); err != nil {
+		t.Fatal(err)
+	}
+	head = strings.Fields(strings.SplitN(wide.String(), "\n", 2)[0])
+	if len(head) != len(listColumns) {
+		t.Errorf("wide header %q", head)
+	}
+	for _, s := range all {
+		if !strings.Contains(wide.String(), s.Name+" ") || !strings.Contains(wide.String(), s.Device) || !strings.Contains(wide.String(), s.Target) {
+			t.Errorf("wide table lacks %s's cells:\n%s", s.Name, wide.String())
+		}
+	}
+	// Every column is a field of list --json.
+	b, _ := json.Marshal(all[0])
+	var fields map[string]any
+	_ = json.Unmarshal(b, &fields)
+	for _, h := range head {
+		key := map[string]string{"READS": "counters", "WRITES": "counters", "BYTES": "counters", "ERRORS": "counters", "IOPS": "counters"}[h]
+		if key == "" {
+			key = strings.ToLower(h)
+		}
+		if _, ok := fields[key]; !ok {
+			t.Errorf("column %s is not in list --json (%s)", h, b)
+		}
 	}
 }

@@ -133,7 +133,8 @@ func TestCLIDefaultLUN(t *testing.T) {
 
 // TestCLIValidatesNames: a target or initiator name that is not an iqn.,
 // eui. or naa. name is refused before any connection (the portal is
-// closed: had it been tried, the error would say so), in one line.
+// closed: had it been tried, the error would say so), in one line, as a
+// usage mistake (exit status 2).
 func TestCLIValidatesNames(t *testing.T) {
 	const closed = "127.0.0.1:1"
 	cases := []struct {
@@ -157,8 +158,8 @@ func TestCLIValidatesNames(t *testing.T) {
 			cmd.Env = append(os.Environ(), "ISER_ATTACH_CONFIG_DIR="+t.TempDir())
 			out, err := cmd.CombinedOutput()
 			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-				t.Fatalf("exit: %v, want status 1\n%s", err, out)
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+				t.Fatalf("exit: %v, want status 2\n%s", err, out)
 			}
 			if got := strings.TrimSpace(string(out)); got != "iser-attach: "+strings.TrimPrefix(got, "iser-attach: ") ||
 				strings.Contains(got, "\n") || !strings.Contains(got, c.want) {

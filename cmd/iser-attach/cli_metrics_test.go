@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -183,7 +184,8 @@ func TestServeMetrics(t *testing.T) {
 }
 
 // TestServeMetricsListenErrors: a bad --metrics-listen fails serve at once,
-// before any login, with one line naming the flag.
+// before any login, with one line naming the flag: a usage mistake (exit
+// 2) for a malformed address, a failure (exit 1) for a busy port.
 func TestServeMetricsListenErrors(t *testing.T) {
 	busy := busyPort(t)
 	for _, spec := range []string{"127.0.0.1:9464", "udp:127.0.0.1:9464", "tcp:" + busy} {
@@ -191,7 +193,12 @@ func TestServeMetricsListenErrors(t *testing.T) {
 			"--listen", "unix:"+t.TempDir()+"/nbd.sock", "--metrics-listen", spec)
 		lines := strings.Split(strings.TrimSpace(errs), "\n")
 		last := lines[len(lines)-1]
-		if err == nil || !strings.HasPrefix(last, "iser-attach: --metrics-listen: ") || strings.Contains(errs, "connection refused") {
+		prefix, code := "iser-attach: serve: --metrics-listen: ", 2
+		if strings.HasPrefix(spec, "tcp:") {
+			prefix, code = "iser-attach: --metrics-listen: ", 1
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != code || !strings.HasPrefix(last, prefix) || strings.Contains(errs, "connection refused") {
 			t.Errorf("--metrics-listen %s: %v, last line %q\n%s", spec, err, last, errs)
 		}
 	}

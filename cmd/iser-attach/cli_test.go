@@ -139,7 +139,7 @@ func TestCLIErrors(t *testing.T) {
 			[]string{"info", "--portal", srv.Portal(), "--target", "iqn.2026-11.test:chap", "--chap-user", "u1"}, "authentication failed"},
 		{"no secret", nil, []string{"info", "--portal", srv.Portal(), "--target", "iqn.2026-11.test:chap", "--chap-user", "u1"}, "needs a secret"},
 		{"bad portal", nil, []string{"discover", "[::1"}, "portal"},
-		{"bad transport", nil, []string{"info", "--portal", srv.Portal(), "--target", "iqn.2026-11.test:open", "--transport", "carrier-pigeon"}, "unknown transport"},
+		{"bad transport", nil, []string{"info", "--portal", srv.Portal(), "--target", "iqn.2026-11.test:open", "--transport", "carrier-pigeon"}, `--transport "carrier-pigeon": want auto, iser or tcp`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

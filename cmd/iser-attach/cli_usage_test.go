@@ -56,10 +56,12 @@ func TestCLIUsageMistakes(t *testing.T) {
 		{"unknown flag after arguments", nil, []string{"detach", "vol", "--foo"}, "detach: flag provided but not defined: -foo", "detach"},
 		{"unknown global flag", nil, []string{"--foo", "list"}, "flag provided but not defined: -foo", ""},
 		{"unknown subcommand flag", nil, []string{"volume", "check", "--json"}, "volume check: flag provided but not defined: -json", "volume check"},
-		{"flag of another command", nil, []string{"list", "--listen", "x"}, "list: flag provided but not defined: -listen", "list"},
+		{"flag of another command", nil, []string{"list", "--listen", "x"}, "list: flag provided but not defined: -listen; serve takes it", "list"},
+		{"recovery flag to info", nil, []string{"info", "--portal", "p", "--replacement-timeout", "5"},
+			"info: flag provided but not defined: -replacement-timeout; serve, attach and volume add take it", "info"},
 		{"bad uint", nil, append(serveOK, "--lun", "abc"), `serve: invalid value "abc" for flag -lun`, "serve"},
 		{"bad uint before the command's other flags", nil, []string{"info", "--lun=-1", "--portal", "p"}, `info: invalid value "-1" for flag -lun`, "info"},
-		{"bad duration", nil, append(serveOK, "--login-timeout", "soon"), `serve: invalid value "soon" for flag -login-timeout`, "serve"},
+		{"bad duration", nil, append(serveOK, "--login-timeout", "soon"), `serve: --login-timeout: "soon" is not a duration: give seconds (30) or a Go duration (30s, 2m)`, "serve"},
 		{"bad int in a subcommand", nil, []string{"volume", "add", "v", "--queue-depth", "many"}, `volume add: invalid value "many" for flag -queue-depth`, "volume add"},
 		{"missing value", nil, []string{"volume", "add", "v", "--lun"}, "volume add: flag needs an argument: -lun", "volume add"},
 		{"missing global value", nil, []string{"list", "--log-level"}, "list: flag needs an argument: -log-level", "list"},
@@ -68,8 +70,11 @@ func TestCLIUsageMistakes(t *testing.T) {
 		{"missing --target", nil, []string{"serve", "--listen", "unix:/nonexistent/s", "--portal", "127.0.0.1"}, "serve: required flag --target not given", "serve"},
 		{"LUN out of range", nil, []string{"info", "--portal", "127.0.0.1", "--target", "iqn.2026-11.test:x", "--lun", "16384"}, "info: --lun 16384: at most 16383", "info"},
 		{"missing required subcommand flag", nil, []string{"rdma", "setup"}, "rdma setup: required flag --netdev not given", "rdma setup"},
-		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`, ""},
-		{"unknown command after global flags", nil, []string{"--log-level", "debug", "lsit"}, `unknown command "lsit"`, ""},
+		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate" (see`, ""},
+		{"mistyped command", nil, []string{"atach"}, `unknown command "atach"; did you mean attach?`, ""},
+		{"mistyped subcommand", nil, []string{"volume", "chek"}, `volume: unknown command "chek"; did you mean check?`, "volume"},
+		{"mistyped flag", nil, []string{"list", "--jsn"}, `list: flag provided but not defined: -jsn; did you mean --json?`, "list"},
+		{"unknown command after global flags", nil, []string{"--log-level", "debug", "lsit"}, `unknown command "lsit"; did you mean list?`, ""},
 		{"unknown subcommand", nil, []string{"volume", "ad"}, `volume: unknown command "ad"`, "volume"},
 		{"stray argument", nil, []string{"list", "extra"}, `list: expected no arguments, got ["extra"]`, "list"},
 		{"stray argument to serve", nil, append(serveOK, "extra"), `serve: expected no arguments, got ["extra"]`, "serve"},
@@ -94,6 +99,115 @@ func TestCLIUsageMistakes(t *testing.T) {
 			}
 			if out != "" {
 				t.Errorf("stdout %q, want nothing", out)
+			}
+			if strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "\n") {
+				t.Fatalf("stderr is not one line:\n%s", errs)
+			}
+			line := strings.TrimSuffix(errs, "\n")
+			if !strings.HasPrefix(line, "iser-attach: "+c.want) {
+				t.Errorf("stderr %q, want it to start with %q", line, "iser-attach: "+c.want)
+			}
+			hint := "(see 'iser-attach help')"
+			if c.help != "" {
+				hint = "(see 'iser-attach help " + c.help + "')"
+			}
+			if !strings.HasSuffix(line, hint) {
+				t.Errorf("stderr %q, want it to end with %q", line, hint)
+			}
+		})
+	}
+}
+
+// TestCLIFlagValueMistakes: every mistake in a flag's value, or in a
+// combination of flags, is a usage error (exit 2, one line, the pointer to
+// the command's help), found before any connection (the portal is closed:
+// had it been tried, the error would say so): one row per command and
+// mistake at least.
+func TestCLIFlagValueMistakes(t *testing.T) {
+	const closed = "127.0.0.1:1"
+	const tgt = "iqn.2026-11.test:x"
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("a-secret-of-16-bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info := []string{"info", "--portal", closed, "--target", tgt}
+	serve := []string{"serve", "--portal", closed, "--target", tgt, "--listen", "unix:/nonexistent/s"}
+	attach := []string{"attach", "--portal", closed, "--target", tgt}
+	add := []string{"volume", "add", "v", "--portal", closed, "--target", tgt}
+	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
+	cases := []struct {
+		args []string
+		want string // after "iser-attach: "
+		help string
+	}{
+		// The issue's list (#18), one per command that takes the flag.
+		{with(info[:3], "--target", "disks"), `info: --target: "disks" is not an iSCSI name`, "info"},
+		{with(serve[:3], "--target", "disks", "--listen", "unix:/nonexistent/s"), `serve: --target: "disks" is not an iSCSI name`, "serve"},
+		{with(attach[:3], "--target", "disks"), `attach: --target: "disks" is not an iSCSI name`, "attach"},
+		{with(add[:5], "--target", "disks"), `volume add: --target: "disks" is not an iSCSI name`, "volume add"},
+		{with([]string{"--initiator-name", "myhost"}, info...), `--initiator-name: "myhost" is not an iSCSI name`, ""},
+		{[]string{"discover", closed, "--initiator-name", "myhost"}, `--initiator-name: "myhost" is not an iSCSI name`, ""},
+		{with(add, "--initiator-name", "myhost"), `volume add: --initiator-name: "myhost" is not an iSCSI name`, "volume add"},
+		{with(info, "--transport", "rdma"), `info: --transport "rdma": want auto, iser or tcp`, "info"},
+		{with(serve, "--transport", "rdma"), `serve: --transport "rdma": want auto, iser or tcp`, "serve"},
+		{with(attach, "--transport", "rdma"), `attach: --transport "rdma": want auto, iser or tcp`, "attach"},
+		{with(add, "--transport", "rdma"), `volume add: --transport: "rdma": want auto, iser, tcp`, "volume add"},
+		{with(serve[:5], "--listen", "/tmp/x.sock"), `serve: --listen: nbd listen "/tmp/x.sock": want unix:PATH or tcp:HOST:PORT`, "serve"},
+		{with(serve[:5], "--listen", "tcp:0.0.0.0:10809"), `serve: --listen tcp:0.0.0.0:10809 is reachable from other hosts`, "serve"},
+		{with(serve, "--metrics-listen", "9464"), `serve: --metrics-listen: nbd listen "9464"`, "serve"},
+		{with(attach, "--metrics-listen", "9464"), `attach: --metrics-listen: nbd listen "9464"`, "attach"},
+		{with(info, "--chap-secret-file", secret), "info: --chap-secret-file given without --chap-user", "info"},
+		{with(serve, "--chap-secret-file", secret), "serve: --chap-secret-file given without --chap-user", "serve"},
+		{with(attach, "--chap-secret-file", secret), "attach: --chap-secret-file given without --chap-user", "attach"},
+		{[]string{"discover", closed, "--chap-secret-file", secret}, "discover: --chap-secret-file given without --chap-user", "discover"},
+		{with(add, "--chap-secret-file", secret), "volume add: --chap-secret-file: chap_secret_file needs chap_user", "volume add"},
+		{with(info, "--mutual-user", "t"), "info: mutual CHAP needs --chap-user", "info"},
+		{with(info, "--chap-user", "u"), `info: --chap-user "u" needs a secret`, "info"},
+		// Other values.
+		{with(info, "--portal", "10.0.0.1:3260,1,10.0.0.2:3260,1"), `info: --portal: portal "10.0.0.1:3260,1,10.0.0.2:3260,1": parse portal`, "info"},
+		{[]string{"discover", "10.0.0.1:3260,x"}, `discover: portal "10.0.0.1:3260,x": parse portal`, "discover"},
+		{with(serve, "--queue-depth", "0"), "serve: --queue-depth 0: want 1 to 1024", "serve"},
+		{with(attach, "--queue-depth", "2000"), "attach: --queue-depth 2000: want 1 to 1024", "attach"},
+		{with(serve, "--max-connections", "0"), "serve: --max-connections and --max-in-flight must be at least 1", "serve"},
+		{with(attach, "--queues", "0"), "attach: --queues 0: want 1 to 4096", "attach"},
+		{with(attach, "--nbd-connections", "65"), "attach: --nbd-connections 65: want 1 to 64", "attach"},
+		{with(attach, "--frontend", "loop"), `attach: --frontend "loop": want ublk or nbd`, "attach"},
+		{with(attach, "--name", "a/b"), `attach: --name: volume name "a/b"`, "attach"},
+		{[]string{"attach", "--volume", "a/b"}, `attach: --volume: volume name "a/b"`, "attach"},
+		{[]string{"volume", "add", "a/b", "--portal", closed, "--target", tgt}, `volume add: volume name "a/b"`, "volume add"},
+		{[]string{"volume", "remove", "a/b"}, `volume remove: volume name "a/b"`, "volume remove"},
+		{with(add, "--queue-depth", "0"), "volume add: --queue-depth: \"0\": want a number from 1 to 1024", "volume add"},
+		{with(add, "--lun", "20000"), "volume add: --lun 20000: at most 16383", "volume add"},
+		// Durations: a plain number is seconds; the error names the flag and both forms.
+		{with(info, "--command-timeout", "abc"), `info: --command-timeout: "abc" is not a duration: give seconds (30) or a Go duration (30s, 2m)`, "info"},
+		{with(info, "--login-timeout=soon"), `info: --login-timeout: "soon" is not a duration: give seconds (30) or a Go duration (30s, 2m)`, "info"},
+		{with(info, "--command-timeout", "0"), "info: --command-timeout 0s: must be positive", "info"},
+		{with(serve, "--nop-interval", "-5"), "serve: --nop-interval -5s: must not be negative", "serve"},
+		{with(attach, "--replacement-timeout", "-1"), "attach: --replacement-timeout -1s: must not be negative", "attach"},
+		{with(attach, "--nop-timeout", "0"), "attach: --nop-timeout 0s: must be positive", "attach"},
+		{with(add, "--nop-timeout", "1x"), `volume add: --nop-timeout: "1x" is not a duration: give seconds (30) or a Go duration (30s, 2m)`, "volume add"},
+		{with(add, "--command-timeout", "0"), "volume add: --command-timeout: 0s: must be more than 0", "volume add"},
+		{[]string{"discover", closed, "--timeout", "0"}, "discover: --timeout 0s: must be positive", "discover"},
+		{[]string{"discover", closed, "--timeout", "1 minute"}, `discover: --timeout: "1 minute" is not a duration`, "discover"},
+		{[]string{"stats", "--interval", "0"}, "stats: --interval must be positive", "stats"},
+		{[]string{"stats", "--interval", "often"}, `stats: --interval: "often" is not a duration`, "stats"},
+		{[]string{"stats", "--count", "-1"}, "stats: --interval must be positive and --count not negative", "stats"},
+		{[]string{"detach", "--force=maybe", "x"}, `detach: invalid boolean value "maybe" for -force`, "detach"},
+		{[]string{"list", "--json=maybe"}, `list: invalid boolean value "maybe" for -json`, "list"},
+		{[]string{"volume", "list", "--json=maybe"}, `volume list: invalid boolean value "maybe" for -json`, "volume list"},
+		{[]string{"rdma", "list", "--json=maybe"}, `rdma list: invalid boolean value "maybe" for -json`, "rdma list"},
+		{[]string{"volume", "remove", "v", "--force=maybe"}, `volume remove: invalid boolean value "maybe" for -force`, "volume remove"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			env := []string{"ISER_ATTACH_CONFIG_DIR=" + t.TempDir(), "ISER_ATTACH_CHAP_SECRET=", "ISER_ATTACH_MUTUAL_SECRET="}
+			args := c.args
+			if c.args[0] != "--initiator-name" && !(len(c.args) > 1 && c.args[0] == "volume") {
+				args = append([]string{"--initiator-name", "iqn.2026-11.test:init"}, c.args...)
+			}
+			out, errs, code := runBinary(t, binary, env, args...)
+			if code != 2 || out != "" {
+				t.Errorf("exit status %d, stdout %q; want 2 and nothing", code, out)
 			}
 			if strings.Count(errs, "\n") != 1 || !strings.HasSuffix(errs, "\n") {
 				t.Fatalf("stderr is not one line:\n%s", errs)

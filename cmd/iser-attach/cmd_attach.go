@@ -72,7 +72,7 @@ func attachCommand() *cli.Command {
 		Name:      "attach",
 		Usage:     "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
 		ArgsUsage: "[NAME]", // a configured volume: the same as --volume NAME
-		Flags: append(targetFlags(),
+		Flags: append(append(targetFlags(), sessionFlags()...),
 			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
 			&cli.StringFlag{Name: "name", Usage: "volume name (default: from the target IQN and LUN)"},
@@ -109,6 +109,9 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		v = c.Args().First() // attach NAME is attach --volume NAME
 	}
 	if v != "" {
+		if err := volume.ValidName(v); err != nil {
+			return nil, usageErrorf(c, "--volume: %v", err)
+		}
 		for _, f := range c.LocalFlagNames() {
 			switch f {
 			case "volume", "daemon", "initiator-name":
@@ -129,10 +132,19 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		sp.Volume = sp.defaultName()
 	}
 	if err := volume.ValidName(sp.Volume); err != nil {
-		return nil, err
+		return nil, usageErrorf(c, "--name: %v", err) // the default name is always valid
 	}
 	if _, ok := frontends[sp.Frontend]; !ok {
 		return nil, usageErrorf(c, "--frontend %q: want ublk or nbd", sp.Frontend)
+	}
+	if sp.Queues < 1 || sp.Queues > 4096 {
+		return nil, usageErrorf(c, "--queues %d: want 1 to 4096", sp.Queues)
+	}
+	if sp.NBDConnections < 1 || sp.NBDConnections > 64 {
+		return nil, usageErrorf(c, "--nbd-connections %d: want 1 to 64", sp.NBDConnections)
+	}
+	if err := checkListenSpec(c, "metrics-listen", sp.MetricsListen); err != nil {
+		return nil, err
 	}
 	return sp, nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,7 +52,10 @@ func listCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "list attached volumes and running serve processes with their sessions and I/O counters",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print JSON (every field)"},
+			&cli.BoolFlag{Name: "wide", Usage: "print every column (the default fits 100 columns)"},
+		},
 		Action: func(c *cli.Context) error {
 			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 			defer cancel()
@@ -61,32 +64,79 @@ func listCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(os.Stdout)
+				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
 				return enc.Encode(all)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tKIND\tDEVICE\tPORTAL\tTARGET\tLUN\tTRANSPORT\tFRONTEND\tSTATE\tRECOVERIES\tREADS\tWRITES\tBYTES\tERRORS\tIOPS\tINITIATOR")
-			for _, s := range all {
-				k := s.Counters
-				name, dev, frontend := s.Name, s.Device, s.Frontend
-				if s.Kind == "serve" {
-					dev, frontend = strings.Join(s.Listen, ","), "nbd-server"
-					if name == "" {
-						name = "(default export)"
-					}
-				}
-				state := s.State
-				if s.ReadOnly {
-					state += ",ro"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%d\t%.0f\t%s\n", name, s.Kind, dev, s.Portal,
-					s.Target, s.LUN, s.Transport, frontend, state, s.Recoveries, k.Reads, k.Writes,
-					humanBytes(int64(k.ReadBytes+k.WriteBytes)), k.Errors, k.IOPS, s.Initiator)
-			}
-			return tw.Flush()
+			return writeListTable(c.App.Writer, all, c.Bool("wide"))
 		},
 	}
+}
+
+// listColumn is one column of list's table: its header, whether the
+// default (narrow) table has it, and its cell of a status.
+type listColumn struct {
+	head   string
+	narrow bool
+	cell   func(s volume.Status) string
+}
+
+// listColumns are list's columns; the narrow ones fit a 100-column
+// terminal with the cells clipped at listCellMax.
+var listColumns = []listColumn{
+	{"NAME", true, func(s volume.Status) string { return s.Name }},
+	{"KIND", false, func(s volume.Status) string { return s.Kind }},
+	{"DEVICE", true, func(s volume.Status) string { return s.Device }},
+	{"PORTAL", false, func(s volume.Status) string { return s.Portal }},
+	{"TARGET", false, func(s volume.Status) string { return s.Target }},
+	{"LUN", true, func(s volume.Status) string { return fmt.Sprint(s.LUN) }},
+	{"TRANSPORT", true, func(s volume.Status) string { return s.Transport }},
+	{"FRONTEND", true, func(s volume.Status) string { return s.Frontend }},
+	{"STATE", true, func(s volume.Status) string { return s.State + map[bool]string{true: ",ro"}[s.ReadOnly] }},
+	{"RECOVERIES", false, func(s volume.Status) string { return fmt.Sprint(s.Recoveries) }},
+	{"READS", false, func(s volume.Status) string { return fmt.Sprint(s.Counters.Reads) }},
+	{"WRITES", false, func(s volume.Status) string { return fmt.Sprint(s.Counters.Writes) }},
+	{"BYTES", false, func(s volume.Status) string {
+		return humanBytes(int64(s.Counters.ReadBytes + s.Counters.WriteBytes))
+	}},
+	{"ERRORS", true, func(s volume.Status) string { return fmt.Sprint(s.Counters.Errors) }},
+	{"IOPS", false, func(s volume.Status) string { return fmt.Sprintf("%.0f", s.Counters.IOPS) }},
+	{"INITIATOR", false, func(s volume.Status) string { return s.Initiator }},
+}
+
+// listCellMax bounds a cell of the narrow table: longer names and devices
+// keep their end ("...ce-lun1"), where they differ.
+const listCellMax = 22
+
+// writeListTable writes list's table: the narrow columns, or with wide
+// every column, unclipped. Its cells are list --json's fields.
+func writeListTable(w io.Writer, all []volume.Status, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var cols []listColumn
+	for _, col := range listColumns {
+		if wide || col.narrow {
+			cols = append(cols, col)
+		}
+	}
+	row := make([]string, len(cols))
+	for i, col := range cols {
+		row[i] = col.head
+	}
+	fmt.Fprintln(tw, strings.Join(row, "\t"))
+	for _, s := range all {
+		for i, col := range cols {
+			cell := col.cell(s)
+			if cell == "" {
+				cell = "-"
+			}
+			if !wide && len(cell) > listCellMax {
+				cell = "..." + cell[len(cell)-listCellMax+3:]
+			}
+			row[i] = cell
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
 }
 
 // listAll is every attached volume (kind attach) and then every serve

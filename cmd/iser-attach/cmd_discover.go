@@ -22,12 +22,15 @@ func discoverCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "portal", Usage: "discovery portal: host, host:port or [v6]:port, as PORTAL; repeat to discover on each"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
-			&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second},
+			&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "time allowed for each portal's discovery: connect, log in, SendTargets (seconds, or a Go duration: 15s)"},
 		}, authFlags()...),
 		Action: func(c *cli.Context) error {
 			portals, err := discoveryPortals(c.Args().Slice(), c.StringSlice("portal"))
 			if err != nil {
 				return usageErrorf(c, "%v", err)
+			}
+			if c.Duration("timeout") <= 0 {
+				return usageErrorf(c, "--timeout %v: must be positive", c.Duration("timeout"))
 			}
 			name, err := initiatorName(c.String("initiator-name"))
 			if err != nil {

@@ -23,7 +23,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "log in and serve a LUN as an NBD export (for qemu, nbdcopy, fio, nbd-client)",
-		Flags: append(targetFlags(),
+		Flags: append(append(targetFlags(), sessionFlags()...),
 			&cli.StringSliceFlag{Name: "listen", Required: true, Usage: "unix:PATH or tcp:HOST:PORT (repeatable); TCP on a non-loopback address needs --allow-remote"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow --listen on addresses other hosts can reach (NBD has no authentication: anyone who connects can read and write the LUN)"},
 			&cli.StringFlag{Name: "export-name", Value: "", Usage: "NBD export name (default: the empty default export)"},
@@ -35,10 +35,13 @@ func serveCommand() *cli.Command {
 		),
 		Action: func(c *cli.Context) error {
 			if err := checkListen(c.StringSlice("listen"), c.Bool("allow-remote")); err != nil {
-				return err
+				return usageErrorf(c, "%v", err)
 			}
 			if c.Int("max-connections") < 1 || c.Int("max-in-flight") < 1 || c.Int("max-in-flight-mib") < 32 {
-				return errors.New("serve: --max-connections and --max-in-flight must be at least 1, --max-in-flight-mib at least 32")
+				return usageErrorf(c, "--max-connections and --max-in-flight must be at least 1, --max-in-flight-mib at least 32")
+			}
+			if err := checkListenSpec(c, "metrics-listen", c.String("metrics-listen")); err != nil {
+				return err
 			}
 			ctx, stop := signalContext(c)
 			defer stop()
@@ -54,7 +57,7 @@ func serveCommand() *cli.Command {
 			counting := volume.NewCounting(l.LUN)
 			counting.OnError = newIOErrorLog(logger).report
 			defer counting.Close()
-			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO())
+			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO()) // the name list and stats show
 			return endServe(l, serveLUN(ctx, c, l, counting))
 		},
 	}
@@ -66,7 +69,7 @@ func checkListen(specs []string, allowRemote bool) error {
 	for _, spec := range specs {
 		local, err := nbd.Loopback(spec)
 		if err != nil {
-			return err
+			return fmt.Errorf("--listen: %w", err)
 		}
 		if !local && !allowRemote {
 			return fmt.Errorf("--listen %s is reachable from other hosts and NBD has no authentication: listen on a loopback address or unix:, or pass --allow-remote", spec)
@@ -105,10 +108,12 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.
 			Bool("read_only", c.Bool("read-only") || info.WriteProtected).Msg("serving NBD")
 		go func() { errc <- srv.Serve(ctx, ln) }()
 	}
-	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: c.String("export-name"),
-		Listen: c.StringSlice("listen"), Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
+	export := c.String("export-name")
+	sc := &serveControl{l: l, counting: counting, st: volume.Status{Kind: "serve", Name: exportMetricsName(export, l),
+		Export: &export, Listen: c.StringSlice("listen"), Device: strings.Join(c.StringSlice("listen"), ","),
+		Frontend: "nbd-server", Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
 		Initiator: l.nx.InitiatorName(), ReadOnly: c.Bool("read-only") || info.WriteProtected,
-		PID: os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
+		PID:       os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
 	if ctl, err := volume.ListenServeControl(sc); err != nil {
 		logger.Warn().Err(err).Msg("no control socket: iser-attach list will not show this process")
 	} else {
@@ -183,7 +188,7 @@ func (s *serveControl) Detach(context.Context, bool) error {
 // Stats answers the control socket's stats requests, as an attached
 // volume does.
 func (s *serveControl) Stats() volume.Stats {
-	return volume.Stats{Name: s.st.Name, Device: strings.Join(s.st.Listen, ","), TimeNanos: time.Now().UnixNano(),
+	return volume.Stats{Name: s.st.Name, Device: s.st.Device, TimeNanos: time.Now().UnixNano(),
 		IO: s.counting.Snapshot()}
 }
 

@@ -18,10 +18,10 @@ import (
 func statsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "stats",
-		Usage:     "print attached volumes' IOPS, throughput and latency percentiles every interval, like iostat",
+		Usage:     "print the IOPS, throughput and latency percentiles of attached volumes and serve processes every interval, like iostat",
 		ArgsUsage: "[NAME|DEVICE]",
 		Flags: []cli.Flag{
-			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between reports"},
+			&cli.DurationFlag{Name: "interval", Value: time.Second, Usage: "time between reports (seconds, or a Go duration: 500ms)"},
 			&cli.IntFlag{Name: "count", Usage: "stop after N reports (0: until interrupted)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -52,7 +52,7 @@ func runStats(ctx context.Context, w io.Writer, name string, interval time.Durat
 		return err
 	}
 	if len(prev) == 0 {
-		return errors.New("stats: no attached volumes")
+		return errors.New("stats: no attached volumes and no serve processes")
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -74,13 +74,26 @@ func runStats(ctx context.Context, w io.Writer, name string, interval time.Durat
 	return nil
 }
 
-// sampleStats asks the volume name, or every attached volume, for its stats.
-// A volume that went away between listing and asking is left out.
+// sampleStats asks the volume or serve process name (its export's one
+// name, as list shows it), or every attached volume and serve process, for
+// its stats. One that went away between listing and asking is left out.
 func sampleStats(ctx context.Context, name string) ([]volume.Stats, error) {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	serves, err := volume.ListServe(qctx)
+	if err != nil {
+		return nil, err
+	}
 	if name != "" {
 		path, _, err := volume.Find(qctx, name)
+		if err != nil {
+			for _, s := range serves {
+				if s.Name == name || s.Device == name {
+					path, err = volume.ServeSocketPath(s.PID), nil
+					break
+				}
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -94,9 +107,16 @@ func sampleStats(ctx context.Context, name string) ([]volume.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []volume.Stats
+	var paths []string
 	for _, s := range all {
-		if st, err := volume.QueryStats(qctx, volume.SocketPath(s.Name)); err == nil {
+		paths = append(paths, volume.SocketPath(s.Name))
+	}
+	for _, s := range serves {
+		paths = append(paths, volume.ServeSocketPath(s.PID))
+	}
+	var out []volume.Stats
+	for _, p := range paths {
+		if st, err := volume.QueryStats(qctx, p); err == nil {
 			out = append(out, st)
 		}
 	}

@@ -90,10 +90,10 @@ func volumeAdd(c *cli.Context) error {
 	}
 	name := c.Args().First()
 	if err := volume.ValidName(name); err != nil {
-		return fmt.Errorf("volume add: %w", err)
+		return usageErrorf(c, "%v", err)
 	}
 	if c.Uint("lun") > 16383 {
-		return fmt.Errorf("volume add %s: --lun %d: at most 16383", name, c.Uint("lun"))
+		return usageErrorf(c, "--lun %d: at most 16383", c.Uint("lun"))
 	}
 	cfg := volume.DefaultConfig(name)
 	cfg.Portals = c.StringSlice("portal")
@@ -111,7 +111,7 @@ func volumeAdd(c *cli.Context) error {
 	cfg.MetricsListen = c.String("metrics-listen")
 	cfg.ReadOnly = c.Bool("read-only")
 	if err := checkVolumeFlags(&cfg); err != nil {
-		return fmt.Errorf("volume add %s: %w", name, err)
+		return usageErrorf(c, "%v", err)
 	}
 	// What volume check would find wrong with the secret files.
 	if errs := checkSecretFiles(&cfg); len(errs) > 0 {
@@ -158,7 +158,7 @@ func volumeRemove(c *cli.Context) error {
 	}
 	name := c.Args().First()
 	if err := volume.ValidName(name); err != nil {
-		return fmt.Errorf("volume remove: %w", err)
+		return usageErrorf(c, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
 	defer cancel()
@@ -263,7 +263,7 @@ func printVolumeTable(w io.Writer, rows []volumeRow) error {
 			lun = fmt.Sprint(*r.LUN)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Target, lun,
-			strings.Join(r.Portals, ","), r.Transport, r.Frontend, state)
+			strings.Join(r.Portals, " "), r.Transport, r.Frontend, state)
 	}
 	return tw.Flush()
 }

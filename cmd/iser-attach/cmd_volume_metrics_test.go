@@ -24,7 +24,7 @@ func TestVolumeMetricsListen(t *testing.T) {
 		t.Fatalf("written config: %v %+v", err, cfg)
 	}
 	_, _, err = runVolume(t, "add", "bad", "--portal", "10.0.0.1", "--target", volTarget, "--metrics-listen", "9464")
-	if err == nil || !strings.HasPrefix(err.Error(), "volume add bad: --metrics-listen: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), "volume add: --metrics-listen: ") {
 		t.Fatalf("bad address: %v", err)
 	}
 

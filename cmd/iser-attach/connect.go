@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,22 +10,31 @@ import (
 
 	"github.com/iser-attach/iser-attach/discovery"
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/volume"
 )
 
-// targetFlags select a LUN; used by every command that logs in to a target.
+// targetFlags select a LUN and log in to it; used by every command that
+// logs in to a target (info, serve, attach).
 func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (port 3260 by default); repeat for more portals, tried in turn on recovery"},
+		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port, [v6]:port, each optionally ,TPGT as iscsiadm prints it (10.0.0.1:3260,1: the login checks the target's portal group tag); port 3260 by default; repeat for more portals, tried in turn on recovery"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN"},
 		&cli.UintFlag{Name: "lun", Usage: "logical unit number (tgt's LUN 0 is its controller)", DefaultText: "the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
-		&cli.IntFlag{Name: "queue-depth", Value: 128, Usage: "SCSI commands in flight"},
-		&cli.DurationFlag{Name: "login-timeout", Value: 15 * time.Second, Usage: "time allowed for connecting and logging in"},
-		&cli.DurationFlag{Name: "replacement-timeout", Value: initiator.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on)"},
-		&cli.DurationFlag{Name: "nop-interval", Value: 5 * time.Second, Usage: "NOP-Out keepalive interval on an idle connection (0 disables)"},
-		&cli.DurationFlag{Name: "nop-timeout", Value: 5 * time.Second, Usage: "time allowed for the NOP-In answer before the connection counts as lost"},
-		&cli.DurationFlag{Name: "command-timeout", Value: initiator.DefaultCommandTimeout, Usage: "time a SCSI command may go without status (or wait for a closed CmdSN window) before it is aborted, then the LUN reset, then the session dropped and the command reissued"},
+		&cli.DurationFlag{Name: "login-timeout", Value: volume.DefaultLoginTimeout, Usage: "time allowed for connecting and logging in (seconds, or a Go duration: 15s)"},
+		&cli.DurationFlag{Name: "command-timeout", Value: volume.DefaultCommandTimeout, Usage: "time a SCSI command may go without status (or wait for a closed CmdSN window) before it is aborted, then the LUN reset, then the session dropped and the command reissued (seconds, or a Go duration)"},
 	}, authFlags()...)
+}
+
+// sessionFlags tune a session that lasts (serve, attach): queue depth,
+// keepalive and recovery; info's short session has no use for them.
+func sessionFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "queue-depth", Value: volume.DefaultQueueDepth, Usage: "SCSI commands in flight, 1 to 1024"},
+		&cli.DurationFlag{Name: "replacement-timeout", Value: volume.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on; seconds, or a Go duration: 2m)"},
+		&cli.DurationFlag{Name: "nop-interval", Value: volume.DefaultNOPInterval, Usage: "NOP-Out keepalive interval on an idle connection (0 disables; seconds, or a Go duration)"},
+		&cli.DurationFlag{Name: "nop-timeout", Value: volume.DefaultNOPTimeout, Usage: "time allowed for the NOP-In answer before the connection counts as lost (seconds, or a Go duration)"},
+	}
 }
 
 // lunSpec is everything needed to log in and open a LUN, from flags or a
@@ -34,6 +42,7 @@ func targetFlags() []cli.Flag {
 type lunSpec struct {
 	Volume        string   // volume name, "" outside attach
 	Portals       []string // host:port
+	PortalTags    []int    // each portal's group tag (host:port,tpgt) or -1; the login checks it
 	Target        string
 	LUN           uint16
 	AnyLUN        bool // no LUN given: the lowest-numbered disk (pickLUN)
@@ -48,16 +57,30 @@ type lunSpec struct {
 	CommandTimeout time.Duration
 }
 
-// portalAddr parses a PORTAL argument into host:port.
-func portalAddr(s string) (string, error) {
+// portalAddr parses a PORTAL argument (host[:port][,tpgt]) into host:port
+// and its portal group tag (-1 when none was given).
+func portalAddr(s string) (string, int, error) {
 	p, err := discovery.ParsePortal(s)
 	if err != nil {
-		return "", fmt.Errorf("portal %q: %w", s, err)
+		return "", -1, fmt.Errorf("portal %q: %w", s, err)
 	}
-	return p.String(), nil
+	return p.String(), p.GroupTag, nil
 }
 
-// specFromFlags reads targetFlags.
+// addPortal adds the PORTAL argument s to sp.
+func (sp *lunSpec) addPortal(s string) error {
+	addr, tag, err := portalAddr(s)
+	if err != nil {
+		return err
+	}
+	sp.Portals = append(sp.Portals, addr)
+	sp.PortalTags = append(sp.PortalTags, tag)
+	return nil
+}
+
+// specFromFlags reads targetFlags and, where the command has them,
+// sessionFlags (the defaults otherwise). Every mistake in their values is
+// a usage error.
 func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if len(c.StringSlice("portal")) == 0 {
 		return nil, usageErrorf(c, "required flag --portal not given")
@@ -66,29 +89,41 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		return nil, usageErrorf(c, "required flag --target not given")
 	}
 	if err := initiator.CheckName(c.String("target")); err != nil {
-		return nil, fmt.Errorf("--target: %w", err)
+		return nil, usageErrorf(c, "--target: %v", err)
 	}
-	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: c.Int("queue-depth"),
-		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: c.Duration("replacement-timeout"),
-		NOPInterval: c.Duration("nop-interval"), NOPTimeout: c.Duration("nop-timeout"),
+	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: volume.DefaultQueueDepth,
+		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: volume.DefaultReplacementTimeout,
+		NOPInterval: volume.DefaultNOPInterval, NOPTimeout: volume.DefaultNOPTimeout,
 		CommandTimeout: c.Duration("command-timeout")}
+	if hasFlag(c, "queue-depth") {
+		sp.QueueDepth, sp.ReplacementTimeout = c.Int("queue-depth"), c.Duration("replacement-timeout")
+		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
+	}
 	for _, p := range c.StringSlice("portal") {
-		addr, err := portalAddr(p)
-		if err != nil {
-			return nil, err
+		if err := sp.addPortal(p); err != nil {
+			return nil, usageErrorf(c, "--portal: %v", err)
 		}
-		sp.Portals = append(sp.Portals, addr)
 	}
 	n := c.Uint("lun")
 	if n > 16383 {
 		return nil, usageErrorf(c, "--lun %d: at most 16383", n)
 	}
 	sp.LUN, sp.AnyLUN = uint16(n), !c.IsSet("lun")
-	if sp.ReplacementTimeout < 0 || sp.NOPInterval < 0 || sp.NOPTimeout <= 0 {
-		return nil, errors.New("--replacement-timeout and --nop-interval must not be negative, --nop-timeout must be positive")
-	}
-	if sp.CommandTimeout <= 0 {
-		return nil, fmt.Errorf("--command-timeout %v: must be positive", sp.CommandTimeout)
+	switch {
+	case sp.Transport != initiator.TransportAuto && sp.Transport != initiator.TransportISER && sp.Transport != initiator.TransportTCP:
+		return nil, usageErrorf(c, "--transport %q: want auto, iser or tcp", sp.Transport)
+	case sp.QueueDepth < 1 || sp.QueueDepth > 1024:
+		return nil, usageErrorf(c, "--queue-depth %d: want 1 to 1024", sp.QueueDepth)
+	case sp.LoginTimeout <= 0:
+		return nil, usageErrorf(c, "--login-timeout %v: must be positive", sp.LoginTimeout)
+	case sp.ReplacementTimeout < 0:
+		return nil, usageErrorf(c, "--replacement-timeout %v: must not be negative", sp.ReplacementTimeout)
+	case sp.NOPInterval < 0:
+		return nil, usageErrorf(c, "--nop-interval %v: must not be negative", sp.NOPInterval)
+	case sp.NOPTimeout <= 0:
+		return nil, usageErrorf(c, "--nop-timeout %v: must be positive", sp.NOPTimeout)
+	case sp.CommandTimeout <= 0:
+		return nil, usageErrorf(c, "--command-timeout %v: must be positive", sp.CommandTimeout)
 	}
 	var err error
 	if sp.InitiatorName, err = initiatorName(c.String("initiator-name")); err != nil {
@@ -98,6 +133,21 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		return nil, err
 	}
 	return sp, nil
+}
+
+// hasFlag tells whether c's command defines the flag name.
+func hasFlag(c *cli.Context, name string) bool {
+	if c.Command == nil {
+		return false
+	}
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // lunConn is an open LUN and the nexus it runs on.
@@ -152,8 +202,9 @@ func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Log
 		nop = -1 // SessionConfig: negative disables
 	}
 	nx, err := initiator.DialNexus(lctx, initiator.NexusConfig{
-		Portals: sp.Portals,
-		Dial:    initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
+		Portals:         sp.Portals,
+		PortalGroupTags: sp.PortalTags,
+		Dial:            initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
 		Session: initiator.SessionConfig{
 			LoginConfig: initiator.LoginConfig{
 				InitiatorName: sp.InitiatorName,

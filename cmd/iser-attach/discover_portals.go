@@ -16,7 +16,7 @@ func discoveryPortals(args, flags []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for _, p := range flags {
-		addr, err := portalAddr(p)
+		addr, _, err := portalAddr(p)
 		if err != nil {
 			return nil, err
 		}
@@ -26,7 +26,7 @@ func discoveryPortals(args, flags []string) ([]string, error) {
 		}
 	}
 	if len(args) == 1 {
-		addr, err := portalAddr(args[0])
+		addr, _, err := portalAddr(args[0])
 		if err != nil {
 			return nil, err
 		}

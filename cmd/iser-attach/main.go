@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/iser-attach/iser-attach/initiator"
 )
 
 const appName = "iser-attach"
@@ -39,7 +41,10 @@ func newApp() *cli.App {
 			"Volumes are configured in /etc/iser-attach/volumes/NAME.conf (iser-attach volume add) and attached at boot by " +
 			"iser-attach@NAME.service as /dev/iser/NAME.\n\n" +
 			"Exit status: 0 on success, 1 when the operation failed, 2 for a usage mistake (an unknown command or flag, " +
-			"a bad or missing value, a wrong number of arguments).",
+			"a bad or missing value, a wrong number of arguments).\n\n" +
+			"Durations (--login-timeout, --command-timeout, --interval...) are seconds (30) or Go durations (30s, 2m). " +
+			"A portal is host, host:port or [v6]:port, optionally with the ,TPGT iscsiadm prints (10.0.0.1:3260,1); " +
+			"several portals are several --portal flags, never a comma-separated list.",
 		Usage: "a userspace iSER/iSCSI initiator: discover targets, attach LUNs as block devices (ublk, nbd) or serve them over NBD",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
@@ -50,6 +55,11 @@ func newApp() *cli.App {
 		Before: func(c *cli.Context) error {
 			if err := setupLogger(c); err != nil {
 				return err
+			}
+			if n := c.String("initiator-name"); n != "" {
+				if err := initiator.CheckName(n); err != nil {
+					return usageErrorf(nil, "--initiator-name: %v", err)
+				}
 			}
 			return startProfile(c.String("cpu-profile"))
 		},
@@ -71,8 +81,11 @@ func newApp() *cli.App {
 			genManCommand(),
 			genCompletionCommand(),
 		},
-		OnUsageError:   onUsageError,
-		ExitErrHandler: func(*cli.Context, error) {}, // main prints errors
+		OnUsageError: onUsageError,
+		// A comma never splits a flag's value: 10.0.0.1:3260,1 is one
+		// portal (iscsiadm's ip:port,tpgt); several are several flags.
+		DisableSliceFlagSeparator: true,
+		ExitErrHandler:            func(*cli.Context, error) {}, // main prints errors
 	}
 	setUsageErrorHandlers(app.Commands)
 	return app

@@ -104,7 +104,8 @@ func (a *attached) Stats() volume.Stats {
 	return volume.Stats{Name: a.name, Device: a.dev.Path(), TimeNanos: time.Now().UnixNano(), IO: a.counting.Snapshot()}
 }
 
-// exportMetricsName is serve's volume label: the export name, else the
+// exportMetricsName is a serve process's one name, in its metrics' volume
+// label, list and stats: the export name, else (the default export) the
 // name attach would give the LUN.
 func exportMetricsName(export string, l *lunConn) string {
 	if export != "" {
@@ -115,3 +116,15 @@ func exportMetricsName(export string, l *lunConn) string {
 
 // An attached volume answers the control socket's stats requests.
 var _ volume.StatsReporter = (*attached)(nil)
+
+// checkListenSpec checks the form of a listener flag's value (unix:PATH or
+// tcp:HOST:PORT; "" is none): a mistake is a usage error.
+func checkListenSpec(c *cli.Context, flag, spec string) error {
+	if spec == "" {
+		return nil
+	}
+	if _, err := nbd.Loopback(spec); err != nil {
+		return usageErrorf(c, "--%s: %v", flag, err)
+	}
+	return nil
+}

@@ -21,11 +21,9 @@ func specFromVolume(c *cli.Context, name string) (*attachSpec, error) {
 		QueueDepth: cfg.QueueDepth, LoginTimeout: cfg.LoginTimeout, ReplacementTimeout: cfg.ReplacementTimeout,
 		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout}
 	for _, p := range cfg.Portals {
-		addr, err := portalAddr(p)
-		if err != nil {
+		if err := sp.addPortal(p); err != nil {
 			return nil, fmt.Errorf("volume %s (%s): %w", name, cfg.Path, err)
 		}
-		sp.Portals = append(sp.Portals, addr)
 	}
 	in := cfg.InitiatorName
 	if in == "" {
