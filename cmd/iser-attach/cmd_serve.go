@@ -113,7 +113,7 @@ func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.
 		Export: &export, Listen: c.StringSlice("listen"), Device: strings.Join(c.StringSlice("listen"), ","),
 		Frontend: "nbd-server", Target: l.nx.TargetName(), LUN: info.Number, WWN: info.WWN,
 		Initiator: l.nx.InitiatorName(), ReadOnly: c.Bool("read-only") || info.WriteProtected,
-		PID:       os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
+		PID: os.Getpid(), Since: time.Now().UTC().Format(time.RFC3339)}}
 	if ctl, err := volume.ListenServeControl(sc); err != nil {
 		logger.Warn().Err(err).Msg("no control socket: iser-attach list will not show this process")
 	} else {
