@@ -1,9 +1,10 @@
 package main
 
-// gendocs.go: the hidden commands that generate the manual page
-// (iser-attach.8) and the bash and zsh completion scripts from the command
-// and flag definitions, so they never drift from the binary. make install
-// (scripts/install.sh) and make deb run them.
+// gendocs.go: the hidden command that generates the bash and zsh
+// completion scripts from the command and flag definitions, so they never
+// drift from the binary. make install (scripts/install.sh) and make deb run
+// it. The manuals are written by hand in man/ (man_test.go checks them
+// against these definitions).
 
 import (
 	"fmt"
@@ -13,22 +14,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 )
-
-func genManCommand() *cli.Command {
-	return &cli.Command{
-		Name:   "gen-man",
-		Usage:  "print the manual page iser-attach(8) in roff",
-		Hidden: true,
-		Action: func(c *cli.Context) error {
-			man, err := c.App.ToManWithSection(8)
-			if err != nil {
-				return fmt.Errorf("gen-man: %w", err)
-			}
-			_, err = io.WriteString(c.App.Writer, man)
-			return err
-		},
-	}
-}
 
 func genCompletionCommand() *cli.Command {
 	return &cli.Command{

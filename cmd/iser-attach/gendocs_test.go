@@ -87,27 +87,3 @@ func TestGenCompletionZsh(t *testing.T) {
 		t.Error("zsh script offers the hidden gen-man")
 	}
 }
-
-func TestGenMan(t *testing.T) {
-	out, errs, code := runBinary(t, binary, nil, "gen-man")
-	if code != 0 || !strings.Contains(out, ".TH iser-attach 8") {
-		t.Fatalf("exit %d: %s\n%.300s", code, errs, out)
-	}
-	for _, c := range newApp().Commands {
-		if strings.Contains(out, "\n.SH "+c.Name+"\n") == c.Hidden {
-			t.Errorf("command %s (hidden %v): section present %v", c.Name, c.Hidden, !c.Hidden)
-		}
-	}
-	if _, err := exec.LookPath("man"); err == nil {
-		page := filepath.Join(t.TempDir(), "iser-attach.8")
-		os.WriteFile(page, []byte(out), 0o644)
-		cmd := exec.Command("man", "--warnings", "-E", "UTF-8", "-l", page)
-		cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "PAGER=cat")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		b, err := cmd.Output()
-		if err != nil || !strings.Contains(string(b), "serve") || stderr.Len() > 0 {
-			t.Fatalf("man -l: %v\n%s\n%.2000s", err, stderr.String(), b)
-		}
-	}
-}

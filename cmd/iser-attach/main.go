@@ -68,7 +68,6 @@ func newApp() *cli.App {
 			volumeCommand(),
 			rdmaCommand(),
 			versionCommand(),
-			genManCommand(),
 			genCompletionCommand(),
 		},
 		OnUsageError:   onUsageError,
