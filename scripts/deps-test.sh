@@ -2,7 +2,8 @@
 # deps-test.sh: host test of scripts/deps.sh (what `make test` and `make demo` run first) with
 # stubbed dpkg-query, apt-get, id and go on PATH: which packages it installs, that it runs
 # apt-get only when something is missing, refuses without root, notices a failed install,
-# and downloads the Go modules only when the cache lacks them. Seconds. `make script-tests`.
+# and downloads the Go modules only when the cache lacks them; and that README's install
+# section names exactly the build packages and go.mod's Go version. Seconds. `make script-tests`.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d)
@@ -42,11 +43,27 @@ export STUB_DIR=$T STUB_UID=0
 
 test_pkgs=$("$HERE/deps.sh" list test)
 demo_pkgs=$("$HERE/deps.sh" list demo)
+build_pkgs=$("$HERE/deps.sh" list build)
 check "demo list: $demo_pkgs" test "$demo_pkgs" = "tgt libnbd-bin"
-for p in lintian zsh tgt libnbd-bin gcc qemu-system-x86 libibverbs-dev fio jq; do
+for p in lintian zsh man-db groff-base tgt libnbd-bin gcc qemu-system-x86 libibverbs-dev fio jq; do
 	check "test list lacks $p" grep -qw -- "$p" <<<"$test_pkgs"
 done
-for p in $demo_pkgs; do check "demo package $p not in the test list" grep -qw -- "$p" <<<"$test_pkgs"; done
+for p in gcc make libibverbs-dev librdmacm-dev ca-certificates binutils; do
+	check "build list lacks $p" grep -qw -- "$p" <<<"$build_pkgs"
+done
+for p in $demo_pkgs $build_pkgs; do check "demo or build package $p not in the test list" grep -qw -- "$p" <<<"$test_pkgs"; done
+
+# README's install section ("## Install") names the build packages in its apt-get line, exactly
+# deps.sh's, and go.mod's Go version wherever it names a Go version.
+section=$(awk '/^## /{ f = ($0 == "## Install") } f' "$HERE/../README.md")
+check "README has no '## Install' section" test -n "$section"
+readme_pkgs=$(grep -m1 'apt-get install --no-install-recommends' <<<"$section" |
+	sed 's/.*--no-install-recommends//' | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
+want_pkgs=$(tr ' ' '\n' <<<"$build_pkgs" | grep . | sort | tr '\n' ' ')
+check "README install packages '$readme_pkgs' are not deps.sh build's '$want_pkgs'" test "$readme_pkgs" = "$want_pkgs"
+gomod=$(sed -n 's/^go //p' "$HERE/../go.mod")
+readme_go=$(grep -oE 'Go [0-9]+\.[0-9]+(\.[0-9]+)?' <<<"$section" | sort -u | tr '\n' ' ')
+check "README install names Go '$readme_go', go.mod says $gomod" test "$readme_go" = "Go $gomod "
 
 # deps MODE: run deps.sh with the stubs first on PATH; sets out and rc.
 deps() {
@@ -114,6 +131,15 @@ deps demo
 check "no module cache: exit $rc: $out" test "$rc" = 0
 check "no module cache: message: $out" grep -q "downloading the Go modules" <<<"$out"
 check "no module cache: go mod download not run: $(cat "$T/go.log")" grep -qx "go mod download GOPROXY=" "$T/go.log"
+
+# build installs only the build packages.
+: >"$T/status"
+for p in $build_pkgs; do [ "$p" = gcc ] || echo "$p install ok installed"; done >"$T/status"
+echo "tgt deinstall ok config-files" >>"$T/status"
+reset
+deps build
+check "build: exit $rc: $out" test "$rc" = 0
+check "build: installs only gcc: $(cat "$T/apt.log")" grep -qx 'apt-get install -y -qq --no-install-recommends gcc' "$T/apt.log"
 
 # Usage.
 deps frob

@@ -2,11 +2,15 @@
 # deps.sh: install what `make test` or `make demo` needs on a Debian 12 machine, and nothing
 # when all of it is there. `make test` and `make demo` run it first.
 #
+#   scripts/deps.sh build   # what `make build` and `make deb` need besides Go: gcc, make, git,
+#                           # ca-certificates (go mod download), binutils (objdump), rdma-core
+#                           # headers; README's install section names exactly these
 #   scripts/deps.sh test    # everything `make test` uses: build tools, tgt and the NBD/iSCSI
 #                           # clients, rdma-core headers, the VM lab's qemu and debootstrap,
-#                           # lintian and zsh (make deb-check, completion tests)
+#                           # lintian, zsh, man-db and groff-base (make deb-check, the
+#                           # completion and manual tests)
 #   scripts/deps.sh demo    # what `make demo` uses: tgt, libnbd-bin
-#   scripts/deps.sh list test|demo   # print the package list
+#   scripts/deps.sh list build|test|demo   # print the package list
 #
 # Packages are checked with dpkg-query; apt-get update and install run only when some are
 # missing (as root; otherwise it prints the apt-get command and fails). The Go modules are
@@ -16,9 +20,10 @@ set -eu
 cd "$(dirname "$0")/.."
 
 DEMO_PKGS="tgt libnbd-bin"
-TEST_PKGS="gcc make git ca-certificates jq tgt libnbd-bin fio qemu-utils qemu-block-extra
-libiscsi-bin libibverbs-dev librdmacm-dev qemu-system-x86 debootstrap e2fsprogs cpio xz-utils
-zstd kmod busybox-static lintian zsh man-db binutils"
+BUILD_PKGS="gcc make git ca-certificates binutils libibverbs-dev librdmacm-dev"
+TEST_PKGS="$BUILD_PKGS jq tgt libnbd-bin fio qemu-utils qemu-block-extra libiscsi-bin
+qemu-system-x86 debootstrap e2fsprogs cpio xz-utils zstd kmod busybox-static lintian zsh man-db
+groff-base"
 
 say() { echo "deps: $*"; }
 die() {
@@ -37,17 +42,19 @@ missing() {
 }
 
 case ${1:-} in
+build) pkgs=$BUILD_PKGS ;;
 test) pkgs=$TEST_PKGS ;;
 demo) pkgs=$DEMO_PKGS ;;
 list)
 	case ${2:-} in
+	build) echo $BUILD_PKGS ;;
 	test) echo $TEST_PKGS ;;
 	demo) echo $DEMO_PKGS ;;
-	*) die "usage: deps.sh test|demo|list test|demo" ;;
+	*) die "usage: deps.sh build|test|demo|list build|test|demo" ;;
 	esac
 	exit 0
 	;;
-*) die "usage: deps.sh test|demo|list test|demo" ;;
+*) die "usage: deps.sh build|test|demo|list build|test|demo" ;;
 esac
 
 command -v dpkg-query >/dev/null || die "dpkg-query not found: this script knows Debian (12) only"

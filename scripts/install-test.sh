@@ -15,7 +15,6 @@ mode() { stat -c %a "$1" 2>/dev/null; }
 cat >"$T/iser-attach" <<'EOF'
 #!/bin/sh
 case $1 in
-gen-man) echo '.TH iser-attach 8' ;;
 gen-completion) echo "# fake $2 completion" ;;
 *) echo fake iser-attach "$@" ;;
 esac
@@ -28,7 +27,9 @@ out=$(DESTDIR=$D "$HERE/install.sh" install "$T/iser-attach" 2>&1) || bad "insta
 for f in usr/local/sbin/iser-attach:755 usr/local/sbin/iser-fstab:755 \
 	usr/local/lib/systemd/system/iser-attach@.service:644 usr/local/lib/systemd/system/iser-attach.target:644 \
 	usr/local/lib/udev/rules.d/60-iser-attach.rules:644 usr/local/share/doc/iser-attach/operations.md:644 \
-	usr/local/share/man/man8/iser-attach.8:644 usr/local/share/man/man8/iser-fstab.8:644 \
+	usr/local/share/doc/iser-attach/README.md:644 usr/local/share/doc/iser-attach/iscsiadm.md:644 \
+	usr/local/share/man/man8/iser-attach.8:644 usr/local/share/man/man5/iser-attach.conf.5:644 \
+	usr/local/share/man/man8/iser-fstab.8:644 \
 	usr/local/share/bash-completion/completions/iser-attach:644 \
 	usr/local/share/zsh/site-functions/_iser-attach:644 \
 	etc/iser-attach/volumes:755; do
@@ -38,7 +39,10 @@ for f in usr/local/sbin/iser-attach:755 usr/local/sbin/iser-fstab:755 \
 done
 check "binary not copied" cmp -s "$T/iser-attach" "$D/usr/local/sbin/iser-attach"
 check "iser-fstab not copied" cmp -s "$HERE/iser-fstab" "$D/usr/local/sbin/iser-fstab"
-check "man page not from gen-man" grep -qx '.TH iser-attach 8' "$D/usr/local/share/man/man8/iser-attach.8"
+for f in man/iser-attach.8:share/man/man8/iser-attach.8 man/iser-attach.conf.5:share/man/man5/iser-attach.conf.5 \
+	README.md:share/doc/iser-attach/README.md docs/iscsiadm.md:share/doc/iser-attach/iscsiadm.md; do
+	check "${f%%:*} not installed as ${f#*:}" cmp -s "$HERE/../${f%%:*}" "$D/usr/local/${f#*:}"
+done
 check "bash completion not from gen-completion bash" grep -qx '# fake bash completion' \
 	"$D/usr/local/share/bash-completion/completions/iser-attach"
 check "zsh completion not from gen-completion zsh" grep -qx '# fake zsh completion' \
@@ -104,12 +108,12 @@ check "PREFIX=/usr: man page not in /usr/share/man/man8" test -f "$D/usr/share/m
 out=$(DESTDIR=$T/x "$HERE/install.sh" install "$T/nonexistent" 2>&1)
 check "missing binary not refused: $out" test $? = 1
 check "missing binary message: $out" grep -q "binary '$T/nonexistent' missing" <<<"$out"
-printf '#!/bin/sh\n[ "$1" != gen-man ] || exit 3\n' >"$T/no-man"
-chmod 0755 "$T/no-man"
-out=$(DESTDIR=$T/nm "$HERE/install.sh" install "$T/no-man" 2>&1)
-check "failing gen-man not refused: $out" test $? = 1
-check "failing gen-man message: $out" grep -q "gen-man failed" <<<"$out"
-check "failing gen-man left a man page" test ! -e "$T/nm/usr/local/share/man/man8/iser-attach.8"
+printf '#!/bin/sh\n[ "$1" != gen-completion ] || exit 3\n' >"$T/no-comp"
+chmod 0755 "$T/no-comp"
+out=$(DESTDIR=$T/nc "$HERE/install.sh" install "$T/no-comp" 2>&1)
+check "failing gen-completion not refused: $out" test $? = 1
+check "failing gen-completion message: $out" grep -q "gen-completion bash failed" <<<"$out"
+check "failing gen-completion left a completion" test ! -e "$T/nc/usr/local/share/bash-completion/completions/iser-attach"
 out=$(DESTDIR=$T/x PREFIX=relative "$HERE/install.sh" install "$T/iser-attach" 2>&1)
 check "relative PREFIX not refused: $out" test $? = 1
 out=$(DESTDIR=$T/x "$HERE/install.sh" frob 2>&1)

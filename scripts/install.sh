@@ -1,6 +1,6 @@
 #!/bin/sh
 # install.sh: install or remove iser-attach, its systemd units, udev rule, fstab helper,
-# manual page and shell completions.
+# manual pages, documents and shell completions.
 # `make install` / `make uninstall` run it; the VM lab runs it in the guest to install the
 # host-built binary exactly the same way.
 #
@@ -14,9 +14,9 @@
 #   UNITDIR        $PREFIX/lib/systemd/system    iser-attach@.service, iser-attach.target
 #                  (systemd reads /usr/local/lib/systemd/system as well as /usr/lib/...)
 #   UDEVRULESDIR   $PREFIX/lib/udev/rules.d      60-iser-attach.rules
-#   DOCDIR         $PREFIX/share/doc/iser-attach operations.md
-#   MANDIR         $PREFIX/share/man             man8/iser-attach.8 (from BINARY gen-man),
-#                                                man8/iser-fstab.8
+#   DOCDIR         $PREFIX/share/doc/iser-attach README.md, operations.md, iscsiadm.md
+#   MANDIR         $PREFIX/share/man             man8/iser-attach.8, man5/iser-attach.conf.5
+#                                                (from man/), man8/iser-fstab.8
 #   BASHCOMPDIR    $PREFIX/share/bash-completion/completions   iser-attach
 #   ZSHCOMPDIR     $PREFIX/share/zsh/site-functions            _iser-attach
 #                  (both from BINARY gen-completion bash|zsh)
@@ -89,14 +89,16 @@ do_install() {
 	put 0755 "$REPO/scripts/iser-fstab" "$SBINDIR/iser-fstab"
 	for u in $UNITS; do put 0644 "$REPO/scripts/systemd/$u" "$UNITDIR/$u"; done
 	put 0644 "$REPO/scripts/systemd/$RULES" "$UDEVRULESDIR/$RULES"
+	put 0644 "$REPO/README.md" "$DOCDIR/README.md"
 	put 0644 "$REPO/docs/operations.md" "$DOCDIR/operations.md"
-	# The manual page and completions come from the binary's own definitions.
+	put 0644 "$REPO/docs/iscsiadm.md" "$DOCDIR/iscsiadm.md"
+	put 0644 "$REPO/man/iser-attach.8" "$MANDIR/man8/iser-attach.8"
+	put 0644 "$REPO/man/iser-attach.conf.5" "$MANDIR/man5/iser-attach.conf.5"
+	put 0644 "$REPO/scripts/iser-fstab.8" "$MANDIR/man8/iser-fstab.8"
+	# The completions come from the binary's own definitions.
 	gen=$(mktemp -d) || die "mktemp"
-	"$bin" gen-man >"$gen/iser-attach.8" || { rm -rf "$gen"; die "$bin gen-man failed"; }
 	"$bin" gen-completion bash >"$gen/iser-attach.bash" || { rm -rf "$gen"; die "$bin gen-completion bash failed"; }
 	"$bin" gen-completion zsh >"$gen/_iser-attach" || { rm -rf "$gen"; die "$bin gen-completion zsh failed"; }
-	put 0644 "$gen/iser-attach.8" "$MANDIR/man8/iser-attach.8"
-	put 0644 "$REPO/scripts/iser-fstab.8" "$MANDIR/man8/iser-fstab.8"
 	put 0644 "$gen/iser-attach.bash" "$BASHCOMPDIR/iser-attach"
 	put 0644 "$gen/_iser-attach" "$ZSHCOMPDIR/_iser-attach"
 	rm -rf "$gen"
@@ -140,8 +142,9 @@ do_uninstall() {
 		[ -z "$enabled" ] || say "note: volumes still enabled (systemctl disable them): $(echo $enabled)"
 	fi
 	for f in "$SBINDIR/iser-attach" "$SBINDIR/iser-fstab" "$UNITDIR/iser-attach@.service" \
-		"$UNITDIR/iser-attach.target" "$UDEVRULESDIR/$RULES" "$DOCDIR/operations.md" \
-		"$MANDIR/man8/iser-attach.8" "$MANDIR/man8/iser-fstab.8" "$BASHCOMPDIR/iser-attach" \
+		"$UNITDIR/iser-attach.target" "$UDEVRULESDIR/$RULES" "$DOCDIR/README.md" \
+		"$DOCDIR/operations.md" "$DOCDIR/iscsiadm.md" "$MANDIR/man8/iser-attach.8" \
+		"$MANDIR/man5/iser-attach.conf.5" "$MANDIR/man8/iser-fstab.8" "$BASHCOMPDIR/iser-attach" \
 		"$ZSHCOMPDIR/_iser-attach"; do
 		if [ -e "$DESTDIR$f" ] || [ -L "$DESTDIR$f" ]; then
 			rm -f "$DESTDIR$f" || die "rm $DESTDIR$f"

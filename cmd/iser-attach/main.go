@@ -78,7 +78,6 @@ func newApp() *cli.App {
 			volumeCommand(),
 			rdmaCommand(),
 			versionCommand(),
-			genManCommand(),
 			genCompletionCommand(),
 		},
 		OnUsageError: onUsageError,

@@ -9,7 +9,8 @@
 # without a leading "v", hyphens made "+", prefixed "0~git" when it does not start with a
 # digit (a bare commit hash), with the Debian revision "-1".
 # Layout: scripts/install.sh with PREFIX=/usr and Debian's directories (units and the udev
-# rule under /lib for Debian 12), then the manual page gzipped, the copyright file (the Go
+# rule under /lib for Debian 12), then the manual pages gzipped and the documents over 4 KiB
+# (README.md, operations.md, iscsiadm.md) too, as policy asks, the copyright file (the Go
 # modules linked in, with their license texts), changelog.Debian.gz, md5sums and the
 # maintainer scripts in this directory.
 # Environment: DEB_MAINTAINER ("Name <address>"), SOURCE_DATE_EPOCH (default: the HEAD commit's
@@ -50,7 +51,17 @@ DESTDIR=$ROOT PREFIX=/usr SBINDIR=/usr/sbin UNITDIR=/lib/systemd/system UDEVRULE
 	DOCDIR=$DOC MANDIR=/usr/share/man BASHCOMPDIR=/usr/share/bash-completion/completions \
 	ZSHCOMPDIR=/usr/share/zsh/vendor-completions SYSCONFDIR=/etc \
 	"$REPO/scripts/install.sh" install "$BIN" >/dev/null || die "install.sh failed"
-gzip -9n "$ROOT/usr/share/man/man8/iser-attach.8" "$ROOT/usr/share/man/man8/iser-fstab.8"
+gzip -9n "$ROOT/usr/share/man/man8/iser-attach.8" "$ROOT/usr/share/man/man8/iser-fstab.8" \
+	"$ROOT/usr/share/man/man5/iser-attach.conf.5"
+# Debian policy 12.3: documents larger than 4 KiB are compressed. The units' Documentation=
+# then names the compressed file.
+for f in "$ROOT$DOC"/*.md; do
+	[ "$(stat -c %s "$f")" -le 4096 ] && continue
+	gzip -9n "$f"
+	url=file://$DOC/$(basename "$f")
+	sed -i -e "/^Documentation=/s|$url\$|$url.gz|" -e "/^Documentation=/s|$url |$url.gz |" \
+		"$ROOT/lib/systemd/system/iser-attach@.service" "$ROOT/lib/systemd/system/iser-attach.target"
+done
 
 # The changelog: this build.
 {

@@ -2,7 +2,8 @@
 # deb/check.sh: check the package `make deb` built (make deb-check): lintian reports no errors
 # (warnings are printed), dpkg-deb --contents has every file with its mode and root ownership,
 # the control fields, md5sums, changelog and copyright, the binary inside reports the package's
-# version, its manual pages render, the units point at /usr/sbin, and the maintainer scripts
+# version, its manual pages render, the documents are there (compressed over 4 KiB) and the
+# units' Documentation= names them, the units point at /usr/sbin, and the maintainer scripts
 # are valid sh that exit 0 with and without the systemd helpers (a chroot, a container).
 #
 #   scripts/deb/check.sh PACKAGE.deb
@@ -33,10 +34,12 @@ for f in -rwxr-xr-x:usr/sbin/iser-attach -rwxr-xr-x:usr/sbin/iser-fstab \
 	-rw-r--r--:lib/systemd/system/iser-attach@.service -rw-r--r--:lib/systemd/system/iser-attach.target \
 	-rw-r--r--:lib/udev/rules.d/60-iser-attach.rules \
 	-rw-r--r--:usr/share/man/man8/iser-attach.8.gz -rw-r--r--:usr/share/man/man8/iser-fstab.8.gz \
+	-rw-r--r--:usr/share/man/man5/iser-attach.conf.5.gz \
 	-rw-r--r--:usr/share/bash-completion/completions/iser-attach \
 	-rw-r--r--:usr/share/zsh/vendor-completions/_iser-attach \
 	-rw-r--r--:usr/share/doc/iser-attach/copyright -rw-r--r--:usr/share/doc/iser-attach/changelog.Debian.gz \
-	-rw-r--r--:usr/share/doc/iser-attach/operations.md drwxr-xr-x:etc/iser-attach/volumes/; do
+	-rw-r--r--:usr/share/doc/iser-attach/README.md.gz -rw-r--r--:usr/share/doc/iser-attach/operations.md.gz \
+	-rw-r--r--:usr/share/doc/iser-attach/iscsiadm.md.gz drwxr-xr-x:etc/iser-attach/volumes/; do
 	check "contents: no ${f#*:} with mode ${f%%:*} owned by root/root" \
 		grep -qE "^${f%%:*} root/root +[0-9]+ [0-9-]+ [0-9:]+ \./${f#*:}\$" <<<"$contents"
 done
@@ -70,12 +73,27 @@ check "changelog.Debian.gz does not start with the version" \
 	"iser-attach ($version) unstable; urgency=medium"
 check "copyright lacks the modules linked in" grep -q '^Module: github.com/urfave/cli/v2 ' "$T/root/usr/share/doc/iser-attach/copyright"
 check "copyright names the project's licence (Apache-2.0, LICENSE)" bash -c 'sed -n "1,/^Module:/p" "$0" | grep -q "^License: Apache-2.0"' "$T/root/usr/share/doc/iser-attach/copyright"
-for m in iser-attach iser-fstab; do
+for m in man8/iser-attach.8 man8/iser-fstab.8 man5/iser-attach.conf.5; do
 	if command -v man >/dev/null; then
-		page=$(MANWIDTH=80 man --warnings -l "$T/root/usr/share/man/man8/$m.8.gz" 2>"$T/man.err")
+		page=$(MANWIDTH=80 man --warnings -l "$T/root/usr/share/man/$m.gz" 2>"$T/man.err")
 		check "man $m: warnings: $(cat "$T/man.err")" test ! -s "$T/man.err"
 		check "man $m: no NAME section" grep -q "^NAME" <<<"$page"
 	fi
+done
+# The documents are the tree's, compressed when over 4 KiB (Debian policy 12.3).
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+for d in README.md docs/operations.md docs/iscsiadm.md; do
+	check "doc $d differs from the tree's" cmp -s "$REPO/$d" \
+		<(gunzip -c "$T/root/usr/share/doc/iser-attach/$(basename "$d").gz" 2>/dev/null)
+done
+big=$(find "$T/root/usr/share/doc" -type f ! -name '*.gz' ! -name copyright -size +4k)
+check "documents over 4 KiB not compressed: $big" test -z "$big"
+# Every file a unit's Documentation= names is in the package.
+for u in "$T"/root/lib/systemd/system/*; do
+	for url in $(sed -n 's/^Documentation=//p' "$u"); do
+		case $url in file://*) check "$(basename "$u"): Documentation=$url is not in the package" \
+			test -f "$T/root${url#file://}" ;; esac
+	done
 done
 check "bash completion is not bash" bash -n "$T/root/usr/share/bash-completion/completions/iser-attach"
 check "unit ExecStart not /usr/sbin" grep -q '^ExecStart=/usr/sbin/iser-attach ' "$T/root/lib/systemd/system/iser-attach@.service"
