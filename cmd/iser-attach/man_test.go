@@ -17,12 +17,7 @@ import (
 // The manuals in man/ are written by hand; these tests keep them honest
 // against the binary's commands and flags and volume/config.go's keys.
 
-// pendingFlags and pendingKeys are documented for flags and keys being
-// added on other branches: the manual may name them whether or not the
-// binary has them yet. Once they exist, the entries can go.
 var (
-	pendingFlags = map[string]bool{"--read-only": true, "--wide": true}
-	pendingKeys  = map[string]bool{"read_only": true}
 	// otherFlags are other programs' flags the manual shows (systemctl enable --now).
 	otherFlags = map[string]bool{"--now": true}
 )
@@ -129,7 +124,7 @@ func TestManPageCommandsAndFlags(t *testing.T) {
 	// No flag the binary does not have (a removed or renamed one).
 	for _, m := range regexp.MustCompile(`\\-\\-[a-z]+(\\-[a-z0-9]+)*`).FindAllString(text, -1) {
 		f := strings.ReplaceAll(m, `\-`, "-")
-		if !defined[f] && !pendingFlags[f] && !otherFlags[f] {
+		if !defined[f] && !otherFlags[f] {
 			t.Errorf("iser-attach.8 names %s, which no command has", f)
 		}
 	}
@@ -170,7 +165,7 @@ func TestManPageConfigKeys(t *testing.T) {
 		}
 	}
 	for k := range paras {
-		if !known[k] && !pendingKeys[k] {
+		if !known[k] {
 			t.Errorf("iser-attach.conf.5 describes %s, which volume/config.go does not accept", k)
 		}
 	}
