@@ -149,7 +149,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"queue depth big", base + "queue_depth = 1025\n", 3, "queue_depth", "1 to 1024"},
 		{"replacement negative", base + "replacement_timeout = -1s\n", 3, "replacement_timeout", "negative"},
 		{"replacement not a duration", base + "replacement_timeout = soon\n", 3, "replacement_timeout",
-			`replacement_timeout: "soon" is not a duration: give seconds (30) or a Go duration (30s, 2m)`},
+			`"soon" is not a duration: give seconds (30) or a Go duration (30s, 2m)`},
 		{"replacement negative seconds", base + "replacement_timeout = -1\n", 3, "replacement_timeout", "negative"},
 		{"portals in one line", base + "portal = 10.0.0.2:3260,1,10.0.0.3:3260,1\n", 3, "portal", "malformed portal"},
 		{"nop timeout 0", base + "nop_timeout = 0\n", 3, "nop_timeout", "more than 0"},

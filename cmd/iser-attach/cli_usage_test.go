@@ -160,7 +160,7 @@ func TestCLIFlagValueMistakes(t *testing.T) {
 		{with(serve, "--chap-secret-file", secret), "serve: --chap-secret-file given without --chap-user", "serve"},
 		{with(attach, "--chap-secret-file", secret), "attach: --chap-secret-file given without --chap-user", "attach"},
 		{[]string{"discover", closed, "--chap-secret-file", secret}, "discover: --chap-secret-file given without --chap-user", "discover"},
-		{with(add, "--chap-secret-file", secret), "volume add: --chap-secret-file: chap_secret_file needs chap_user", "volume add"},
+		{with(add, "--chap-secret-file", secret), "volume add: --chap-secret-file: needs --chap-user", "volume add"},
 		{with(info, "--mutual-user", "t"), "info: mutual CHAP needs --chap-user", "info"},
 		{with(info, "--chap-user", "u"), `info: --chap-user "u" needs a secret`, "info"},
 		// Other values.

@@ -117,7 +117,7 @@ func volumeAdd(c *cli.Context) error {
 	if errs := checkSecretFiles(&cfg); len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, ce := range errs {
-			msgs[i] = flagOfKey(ce.Key) + ": " + ce.Reason
+			msgs[i] = flagOfKey(ce.Key) + ": " + flagsInReason(ce.Reason)
 		}
 		return fmt.Errorf("volume add %s: %s", name, strings.Join(msgs, "; "))
 	}
@@ -137,7 +137,7 @@ func checkVolumeFlags(cfg *volume.Config) error {
 	got, err := volume.ParseConfig(cfg.Name, "", bytes.NewReader(cfg.Marshal()))
 	var ce *volume.ConfigError
 	if errors.As(err, &ce) && ce.Key != "" {
-		return fmt.Errorf("%s: %s", flagOfKey(ce.Key), ce.Reason)
+		return fmt.Errorf("%s: %s", flagOfKey(ce.Key), flagsInReason(ce.Reason))
 	}
 	if err != nil {
 		return err
@@ -147,6 +147,21 @@ func checkVolumeFlags(cfg *volume.Config) error {
 		return errors.New("a value does not survive the configuration file format (leading or trailing spaces?)")
 	}
 	return nil
+}
+
+// flagsInReason names volume add's flags where a configuration error's
+// reason names keys ("needs chap_user" becomes "needs --chap-user").
+func flagsInReason(reason string) string {
+	words := strings.Fields(reason)
+	for i, w := range words {
+		core := strings.TrimRight(w, ",;:.)")
+		for _, k := range volume.ConfigKeys() {
+			if core == k && strings.Contains(k, "_") {
+				words[i] = flagOfKey(k) + w[len(core):]
+			}
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // flagOfKey is volume add's flag for a configuration key.
