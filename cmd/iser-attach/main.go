@@ -39,7 +39,10 @@ func newApp() *cli.App {
 			"Volumes are configured in /etc/iser-attach/volumes/NAME.conf (iser-attach volume add) and attached at boot by " +
 			"iser-attach@NAME.service as /dev/iser/NAME.\n\n" +
 			"Exit status: 0 on success, 1 when the operation failed, 2 for a usage mistake (an unknown command or flag, " +
-			"a bad or missing value, a wrong number of arguments).",
+			"a bad or missing value, a wrong number of arguments), 3 when the target refused the login for a reason " +
+			"that retrying cannot fix (authentication or authorization failed, no such target, unsupported version: " +
+			"iSCSI login status class 2; a failed mutual CHAP; CHAP required and no credentials given). " +
+			"attach does not retry such a login, under systemd either, and its unit is not restarted.",
 		Usage: "a userspace iSER/iSCSI initiator: discover targets, attach LUNs as block devices (ublk, nbd) or serve them over NBD",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN (default: /etc/iscsi/initiatorname.iscsi, else a generated IQN kept in /var/lib/iser-attach)", EnvVars: []string{"ISER_ATTACH_INITIATOR_NAME"}},
