@@ -110,6 +110,18 @@ func aclHint(target, initiator string) string {
 // ErrAuthFailed is wrapped by login errors caused by authentication.
 var ErrAuthFailed = errors.New("authentication failed")
 
+// authRefusedError is ErrAuthFailed decided by the exchange itself, not a
+// guess from a lost connection (chapUnansweredError): the target asked
+// for CHAP and none was given, refused CHAP, sent no challenge, or failed
+// mutual authentication. The same login fails the same way again
+// (LoginRefused). Its message is ErrAuthFailed's.
+type authRefusedError struct{}
+
+func (authRefusedError) Error() string { return ErrAuthFailed.Error() }
+func (authRefusedError) Unwrap() error { return ErrAuthFailed }
+
+var errAuthRefused error = authRefusedError{}
+
 // ErrCHAPAlgorithmsRefused matches a CHAPAlgorithmError.
 var ErrCHAPAlgorithmsRefused = errors.New("CHAP algorithm list refused")
 
@@ -134,6 +146,47 @@ func (e *CHAPAlgorithmError) Unwrap() []error { return []error{ErrCHAPAlgorithms
 // Is lets errors.Is(err, ErrAuthFailed) match status 0x0201.
 func (e *LoginError) Is(target error) bool {
 	return target == ErrAuthFailed && e.Class == 2 && e.Detail == 1
+}
+
+// Permanent reports whether logging in again cannot help: status class 2
+// (initiator error: authentication or authorization failed, no such
+// target, target removed, unsupported version, a request the target does
+// not take), which RFC 7143 section 11.13.5 says not to retry as it was.
+// Two details of class 2 are state on the target that changes, and are
+// not permanent: too many connections (0x06; an old one may go) and
+// session does not exist (0x0a). Redirections (class 1) and target errors
+// (class 3: service unavailable, out of resources) are not permanent.
+func (e *LoginError) Permanent() bool {
+	return e.Class == 2 && e.Detail != 0x06 && e.Detail != 0x0a
+}
+
+// LoginRefused reports whether err is a login the target refused for a
+// reason that retrying the same login cannot fix: a Login Response whose
+// status is Permanent, or an authentication failure decided in the
+// exchange (the target wants CHAP and no credentials were given, or it
+// failed mutual CHAP). A failure that may pass (a refused or timed-out
+// connection, a target error of class 3, a connection lost right after
+// the CHAP response) is not. When every portal of a Nexus was tried, err
+// is refused only if each portal refused it.
+func LoginRefused(err error) bool {
+	var pe portalErrors
+	if errors.As(err, &pe) {
+		for _, e := range pe {
+			if !loginRefused(e) {
+				return false
+			}
+		}
+		return len(pe) > 0
+	}
+	return loginRefused(err)
+}
+
+func loginRefused(err error) bool {
+	var le *LoginError
+	if errors.As(err, &le) {
+		return le.Permanent()
+	}
+	return errors.Is(err, errAuthRefused)
 }
 
 // login runs the login phase over dm (RFC 7143 section 6.3). It reads the
@@ -327,7 +380,7 @@ func (st *loginState) security() error {
 		st.declared(kv)
 		am, _ := textkey.Get(kv, "AuthMethod")
 		if am != "" && am != "None" {
-			return fmt.Errorf("login: target requires authentication (AuthMethod=%s): %w; give --chap-user and a CHAP secret", am, ErrAuthFailed)
+			return fmt.Errorf("login: target requires authentication (AuthMethod=%s): %w; give --chap-user and a CHAP secret", am, errAuthRefused)
 		}
 		return st.finishSecurity(resp, kv)
 	}
@@ -344,7 +397,7 @@ func (st *loginState) security() error {
 		return st.finishSecurity(resp, kv)
 	}
 	if am != "CHAP" {
-		return fmt.Errorf("login: target refused CHAP (AuthMethod=%q): %w", am, ErrAuthFailed)
+		return fmt.Errorf("login: target refused CHAP (AuthMethod=%q): %w", am, errAuthRefused)
 	}
 	x := &chapExchange{creds: st.cfg.CHAP}
 	_, kv, err = st.exchange(pdu.StageSecurity, pdu.StageOperational, false, []textkey.KV{{Key: "CHAP_A", Value: x.creds.offerA()}})
@@ -359,11 +412,11 @@ func (st *loginState) security() error {
 	i, _ := textkey.Get(kv, "CHAP_I")
 	c, _ := textkey.Get(kv, "CHAP_C")
 	if a == "" || i == "" || c == "" {
-		return fmt.Errorf("login: target sent no CHAP challenge (CHAP_A=%q): %w", a, ErrAuthFailed)
+		return fmt.Errorf("login: target sent no CHAP challenge (CHAP_A=%q): %w", a, errAuthRefused)
 	}
 	ans, err := x.answer(a, i, c)
 	if err != nil {
-		return fmt.Errorf("login: %w: %w", ErrAuthFailed, err)
+		return fmt.Errorf("login: %w: %w", errAuthRefused, err)
 	}
 	var out []textkey.KV
 	for _, p := range ans {
@@ -387,10 +440,10 @@ func (st *loginState) security() error {
 		n, _ := textkey.Get(kv, "CHAP_N")
 		r, _ := textkey.Get(kv, "CHAP_R")
 		if r == "" {
-			return fmt.Errorf("login: target did not answer the mutual CHAP challenge: %w", ErrAuthFailed)
+			return fmt.Errorf("login: target did not answer the mutual CHAP challenge: %w", errAuthRefused)
 		}
 		if err := x.verifyTarget(n, r); err != nil {
-			return fmt.Errorf("login: %w: %w", ErrAuthFailed, err)
+			return fmt.Errorf("login: %w: %w", errAuthRefused, err)
 		}
 	}
 	return st.finishSecurity(resp, kv)

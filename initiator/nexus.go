@@ -191,8 +191,15 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 			n.log.Warn().Err(err).Str("portal", cfg.Portals[i]).Str("next", cfg.Portals[i+1]).Msg("portal skipped")
 		}
 	}
-	return nil, errors.Join(errs...)
+	return nil, portalErrors(errs)
 }
+
+// portalErrors is a DialNexus that failed: the error of each portal tried,
+// in order. Its message is errors.Join's, one line each.
+type portalErrors []error
+
+func (e portalErrors) Error() string   { return errors.Join(e...).Error() }
+func (e portalErrors) Unwrap() []error { return e }
 
 // login runs one login attempt through portal i.
 func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {

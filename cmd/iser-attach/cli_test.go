@@ -29,7 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "iser-attach")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	// -tags clitest: frontend_clitest.go, a frontend for attach on any host.
+	build := exec.Command("go", "build", "-tags", "clitest", "-o", binary, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)

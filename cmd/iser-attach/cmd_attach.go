@@ -167,7 +167,8 @@ func defaultVolumeName(target string, lun uint) string {
 }
 
 // daemonize starts this command again in the background and returns once
-// the child printed its device path (or failed).
+// the child printed its device path (or failed; a child that exits with
+// exitRefused makes the error a refusedError, so the parent exits so too).
 func daemonize(name string) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -197,10 +198,16 @@ func daemonize(name string) error {
 	w.Close()
 	line, err := bufio.NewReader(r).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "/dev/") {
-		_ = cmd.Wait()
+		werr := cmd.Wait()
 		tail, _ := os.ReadFile(logPath)
 		lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
-		return fmt.Errorf("daemon failed: %s", lines[len(lines)-1])
+		err := fmt.Errorf("daemon failed: %s", lines[len(lines)-1])
+		// The child's refused login is ours: the same exit status.
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) && ee.ExitCode() == exitRefused {
+			return &refusedError{err: err}
+		}
+		return err
 	}
 	fmt.Print(line)
 	return cmd.Process.Release()
@@ -400,12 +407,22 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 // that fails is retried until it works or a signal comes, so a volume
 // whose target is not up yet at boot attaches when it is (the unit's
 // TimeoutStartSec bounds the wait), and the mounts waiting for it follow.
+// A login the target refused for good (a refusedError: a wrong secret, an
+// initiator not allowed, no such target) is not retried: it ends attach at
+// once with exit status 3, which the unit's RestartPreventExitStatus=
+// keeps systemd from restarting.
 func openLUNRetrying(ctx context.Context, sp *attachSpec) (*lunConn, error) {
 	backoff := time.Second
 	for attempt := 1; ; attempt++ {
 		l, err := openLUN(ctx, &sp.lunSpec)
 		if err == nil || os.Getenv("NOTIFY_SOCKET") == "" || ctx.Err() != nil {
 			return l, err
+		}
+		var refused *refusedError
+		if errors.As(err, &refused) {
+			logger.Error().Err(err).Str("volume", sp.Volume).Int("attempt", attempt).
+				Msg("the target refused the login; not retrying (retrying cannot help)")
+			return nil, err
 		}
 		logger.Warn().Err(err).Str("volume", sp.Volume).Int("attempt", attempt).Dur("retry_in", backoff).
 			Msg("login failed; retrying (under systemd)")

@@ -168,6 +168,9 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 	defer cancel()
 	nx, log, err := loginSpec(lctx, sp)
 	if err != nil {
+		if initiator.LoginRefused(err) {
+			return nil, &refusedError{err: err}
+		}
 		return nil, err
 	}
 	st := nx.Status()
@@ -183,6 +186,21 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 	}
 	return &lunConn{LUN: l, nx: nx}, nil
 }
+
+// exitRefused is the exit status of a command whose login the target
+// refused for a reason that retrying cannot fix (initiator.LoginRefused:
+// authentication or authorization failed, no such target, ...).
+const exitRefused = 3
+
+// refusedError is a login refused so; main exits with exitRefused, and
+// attach does not retry it.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// ExitCode is exitRefused (cli.ExitCoder).
+func (e *refusedError) ExitCode() int { return exitRefused }
 
 // loginSpec logs in to the spec's target, trying its portals in turn.
 func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Logger, error) {

@@ -41,7 +41,10 @@ func newApp() *cli.App {
 			"Volumes are configured in /etc/iser-attach/volumes/NAME.conf (iser-attach volume add) and attached at boot by " +
 			"iser-attach@NAME.service as /dev/iser/NAME.\n\n" +
 			"Exit status: 0 on success, 1 when the operation failed, 2 for a usage mistake (an unknown command or flag, " +
-			"a bad or missing value, a wrong number of arguments).\n\n" +
+			"a bad or missing value, a wrong number of arguments), 3 when the target refused the login for a reason " +
+			"that retrying cannot fix (authentication or authorization failed, no such target, unsupported version: " +
+			"iSCSI login status class 2; a failed mutual CHAP; CHAP required and no credentials given). " +
+			"attach does not retry such a login, under systemd either, and its unit is not restarted.\n\n" +
 			"Durations (--login-timeout, --command-timeout, --interval...) are seconds (30) or Go durations (30s, 2m). " +
 			"A portal is host, host:port or [v6]:port, optionally with the ,TPGT iscsiadm prints (10.0.0.1:3260,1); " +
 			"several portals are several --portal flags, never a comma-separated list.",

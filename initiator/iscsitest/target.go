@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,36 @@ func Serve(tb testing.TB, conn net.Conn, h Handler) *Target {
 		<-t.done
 	})
 	return t
+}
+
+// Listen serves every connection to a new TCP listener on 127.0.0.1 with
+// h, each on its own Target: a portal for a test that dials, as a command
+// does. It returns the listener's address and the count of connections
+// accepted; the listener closes when the test ends.
+func Listen(tb testing.TB, h Handler) (string, *atomic.Int32) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var n atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			Serve(tb, c, h)
+		}
+	}()
+	tb.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return ln.Addr().String(), &n
 }
 
 // Pipe returns the initiator's end of a net.Pipe whose other end is served by h.

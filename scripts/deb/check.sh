@@ -97,6 +97,7 @@ for u in "$T"/root/lib/systemd/system/*; do
 done
 check "bash completion is not bash" bash -n "$T/root/usr/share/bash-completion/completions/iser-attach"
 check "unit ExecStart not /usr/sbin" grep -q '^ExecStart=/usr/sbin/iser-attach ' "$T/root/lib/systemd/system/iser-attach@.service"
+check "unit lacks RestartPreventExitStatus=3" grep -qx 'RestartPreventExitStatus=3' "$T/root/lib/systemd/system/iser-attach@.service"
 check "placeholders left: $(grep -rln '@[A-Z]*@' "$T/root/lib")" test -z "$(grep -rl '@[A-Z]*@' "$T/root/lib")"
 
 # Maintainer scripts: valid sh; exit 0 with failing helpers and without any (a chroot).
