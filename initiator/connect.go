@@ -98,11 +98,13 @@ func allowed(ctx context.Context, start time.Time) time.Duration {
 	if !ok {
 		return time.Since(start).Round(time.Millisecond)
 	}
+	// The deadline was set a moment before start was read (more under
+	// load): round so that a timeout of 500ms reads 500ms, not 499ms.
 	d := dl.Sub(start)
 	if d >= time.Second {
 		return d.Round(100 * time.Millisecond)
 	}
-	return d.Round(time.Millisecond)
+	return d.Round(10 * time.Millisecond)
 }
 
 func targetLabel(c *LoginConfig) string {
