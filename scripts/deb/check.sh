@@ -98,6 +98,7 @@ done
 check "bash completion is not bash" bash -n "$T/root/usr/share/bash-completion/completions/iser-attach"
 check "unit ExecStart not /usr/sbin" grep -q '^ExecStart=/usr/sbin/iser-attach ' "$T/root/lib/systemd/system/iser-attach@.service"
 check "unit lacks RestartPreventExitStatus=3" grep -qx 'RestartPreventExitStatus=3' "$T/root/lib/systemd/system/iser-attach@.service"
+check "unit does not start the mounts that require it (a volume up late)" grep -q '^ExecStartPost=.*systemctl show -p RequiredBy --value %n' "$T/root/lib/systemd/system/iser-attach@.service"
 check "placeholders left: $(grep -rln '@[A-Z]*@' "$T/root/lib")" test -z "$(grep -rl '@[A-Z]*@' "$T/root/lib")"
 
 # Maintainer scripts: valid sh; exit 0 with failing helpers and without any (a chroot).

@@ -22,8 +22,8 @@
 #                        target's own); set it to a wrong IQN to see the login step fail
 #   VMLAB_FIO_SECONDS    seconds per fio workload in bench (default 5; e2e uses 2)
 #   VMLAB_TEST_TIMEOUT   per-test timeout inside the guest (default 300)
-#   ISER_VMLAB_SYSTEMD_TIMEOUT   whole-VM timeout of each systemd boot (default 300)
-#   VMLAB_SYSTEMD_WATCHDOG       seconds a systemd boot may take to reach its checks (240)
+#   ISER_VMLAB_SYSTEMD_TIMEOUT   whole-VM timeout of each systemd boot (default 420)
+#   VMLAB_SYSTEMD_WATCHDOG       seconds a systemd boot may take to reach its checks (330)
 set -euo pipefail
 # The braces make bash read the whole script before running it: editing the file while a
 # run is in progress cannot change that run.
@@ -190,10 +190,10 @@ systemd_test() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	say "RUN  $name (a boot with systemd as PID 1)"
-	ISER_VMLAB_OUT=$dir ISER_VMLAB_TIMEOUT=${ISER_VMLAB_SYSTEMD_TIMEOUT:-300} \
+	ISER_VMLAB_OUT=$dir ISER_VMLAB_TIMEOUT=${ISER_VMLAB_SYSTEMD_TIMEOUT:-420} \
 		BOOT_APPEND="systemd.show_status=1" boot systemd "$name" || rc=$?
 	if [ "$QEMU_RC" = 124 ]; then
-		why="FAIL step vm-timeout: the guest did not power off within ${ISER_VMLAB_SYSTEMD_TIMEOUT:-300} s"
+		why="FAIL step vm-timeout: the guest did not power off within ${ISER_VMLAB_SYSTEMD_TIMEOUT:-420} s"
 	elif [ ! -f "$dir/status" ]; then
 		why="FAIL step guest-status: no status (crash or init failure)"
 	elif [ "$rc" != 0 ]; then

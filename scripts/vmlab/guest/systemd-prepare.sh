@@ -9,7 +9,7 @@
 #   /usr/local/lib/vmlab/        lib.sh, env (the job's variables), the test script, these
 #                                helpers: units never need the 9p share at shutdown
 #   vmlab-check.service          after multi-user.target: TEST.sh check, status, poweroff
-#   vmlab-watchdog.service       after VMLAB_SYSTEMD_WATCHDOG s (240): FAIL, journal, poweroff
+#   vmlab-watchdog.service       after VMLAB_SYSTEMD_WATCHDOG s (330): FAIL, journal, poweroff
 . "$VMLAB_LIB"
 set -eu
 
@@ -31,7 +31,7 @@ cp "$VMLAB_SRC/scripts/vmlab/guest/systemd-check.sh" $L/check.sh
 	echo "export VMLAB_ADDR=$VMLAB_ADDR VMLAB_IQN=$VMLAB_IQN"
 	cat /mnt/out/env 2>/dev/null || true
 } >$L/env
-echo "VMLAB_SYSTEMD_WATCHDOG=${VMLAB_SYSTEMD_WATCHDOG:-240}" >$L/watchdog.env
+echo "VMLAB_SYSTEMD_WATCHDOG=${VMLAB_SYSTEMD_WATCHDOG:-330}" >$L/watchdog.env
 
 # A system that boots quickly under TCG and keeps the console for the lab: no gettys, a
 # volatile journal, jobs that hang fail within the watchdog's time.

@@ -1,22 +1,31 @@
 #!/bin/sh
 # 90-systemd-fstab: with systemd as the guest's init, a volume that is enabled and listed in
-# fstab is attached and mounted at boot, and unmounted and detached cleanly at shutdown.
+# fstab is attached and mounted at boot, and unmounted and detached cleanly at shutdown; a
+# second volume whose target is down for the first 60 s of the boot is mounted when it
+# attaches, on a later start of its unit, with no one's help.
 #
 #   setup    (guest, before systemd) dpkg -i of the package `make deb` built
 #            (bin/iser-attach_VERSION-1_ARCH.deb; its postinst runs while systemd is not yet
 #            PID 1), vol1.conf, systemctl enable iser-attach@vol1, iser-fstab add vol1
 #            /mnt/vol1 ext4; the lab's units: vmlab-target.service (soft-RoCE + LIO with iSER,
 #            the LUN's backing file in the out share, mkfs.ext4 on it; before
-#            network-online.target) and markers on iser-attach@vol1's stop
+#            network-online.target) and markers on iser-attach@vol1's stop. vol2: the same
+#            with a second LIO target on port 3261 whose portal appears only 60 s after
+#            vmlab-target.service started (systemd-run --on-active=60: target-late); its
+#            unit's drop-in has TimeoutStartSec=30, so the outage outlasts the first start,
+#            as an outage of over 2 minutes would the packaged TimeoutStartSec=120, and the
+#            volume attaches on a start that Restart= makes
 #   check    (guest, vmlab-check.service, after mnt-vol1.mount) the package is installed and
 #            its files unchanged, iser-attach@vol1 runs the packaged unit and
 #            /usr/sbin/iser-attach; /mnt/vol1 is mounted from /dev/iser/vol1 -> /dev/ublkbN, by systemd's units in the
 #            right order; a file written and synced; dpkg -i again with systemd up (an
-#            upgrade in place) reloads it and leaves the volume running; then poweroff
+#            upgrade in place) reloads it and leaves the volume running; vol2: /mnt/vol2
+#            mounted within 120 s of the check, after at least one restart of its unit, the file made
+#            with its file system read back, a file written; then poweroff
 #   host     (host, after the VM exited) the markers: the file system was unmounted before
 #            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
 #            link and logged out; the file system on the LUN's backing file is clean and holds
-#            the file (e2fsck -fn, debugfs)
+#            the file (e2fsck -fn, debugfs); vol2's backing file clean and holding its file
 # Unit hooks: target-start, target-stop (vmlab-target.service), stop-begin (ExecStop= of
 # iser-attach@vol1, before its SIGTERM), stopped (its ExecStopPost=).
 set -eu
@@ -24,6 +33,12 @@ what=${1:-}
 NAME=vol1
 MNT=/mnt/vol1
 L=/usr/local/lib/vmlab
+# The volume whose target comes up late: its own LIO target and portal.
+LATE=vol2
+LATE_MNT=/mnt/vol2
+LATE_PORT=3261
+LATE_DELAY=60
+late_iqn() { echo "$VMLAB_IQN-late"; }
 
 # mark EVENT KEY=VALUE...: one line in shutdown.log (out share) and on the console.
 mark() {
@@ -115,11 +130,21 @@ setup)
 		transport = iser
 		frontend = ublk
 	EOF
-	step enable-volume systemctl enable iser-attach@$NAME.service
+	cat >/etc/iser-attach/volumes/$LATE.conf <<-EOF
+		# vmlab: a LIO target whose portal appears $LATE_DELAY s after vmlab-target.service started
+		portal = $VMLAB_ADDR:$LATE_PORT
+		target = $(late_iqn)
+		lun = 0
+		transport = iser
+		frontend = ublk
+	EOF
+	step enable-volume systemctl enable iser-attach@$NAME.service iser-attach@$LATE.service
 	step volume-enabled systemctl -q is-enabled iser-attach@$NAME.service
 	step fstab-add /usr/sbin/iser-fstab add $NAME $MNT ext4
 	step fstab-line grep -qx "/dev/iser/$NAME $MNT ext4 defaults,_netdev,nofail,x-systemd.requires=iser-attach@$NAME.service 0 0" /etc/fstab
+	step fstab-add-late /usr/sbin/iser-fstab add $LATE $LATE_MNT ext4
 	step fstab-check /usr/sbin/iser-fstab check
+	grep /dev/iser/ /etc/fstab
 
 	# The lab's stand-ins for the network and the storage array, and the shutdown markers.
 	cat >/etc/systemd/system/vmlab-target.service <<-EOF
@@ -149,6 +174,17 @@ setup)
 		ExecStop=/bin/sh $L/test.sh stop-begin
 		ExecStopPost=/bin/sh $L/test.sh stopped
 	EOF
+	# vol2's start ends after 30 s while its target is down (the packaged 120 s would make the
+	# boot long under TCG); Restart= starts it again.
+	mkdir -p /etc/systemd/system/iser-attach@$LATE.service.d
+	cat >/etc/systemd/system/iser-attach@$LATE.service.d/vmlab.conf <<-EOF
+		[Unit]
+		RequiresMountsFor=/mnt/out
+		[Service]
+		TimeoutStartSec=30
+		StandardOutput=journal+console
+		StandardError=journal+console
+	EOF
 	cat >/etc/systemd/system/vmlab-check.service.d/order.conf <<-EOF
 		[Unit]
 		After=mnt-vol1.mount iser-attach@$NAME.service
@@ -166,7 +202,32 @@ target-start)
 	img=$(ls /mnt/out/lun/*.img)
 	step mkfs mkfs.ext4 -q -F -L vmlab-vol1 "$img"
 	echo "$img" >/mnt/out/lun-image
-	mark target-started image="$img"
+	# vol2's target: made now, its LUN formatted with a file in it, but its portal removed
+	# until target-late adds it: logins to port $LATE_PORT are refused meanwhile.
+	step lio-target-late env LIO_PORT=$LATE_PORT LIO_FILE_DIR=/mnt/out/lun2 LIO_WCE=1 \
+		sh -c '. "$VMLAB_LIB"; lio_target "$0" file:64' "$(late_iqn)"
+	np=$LIO/iscsi/$(late_iqn)/tpgt_1/np/$VMLAB_ADDR:$LATE_PORT
+	step portal-late-removed sh -c "echo 0 >'$np/iser' && rmdir '$np'"
+	img2=$(ls /mnt/out/lun2/*.img)
+	rm -rf /run/vmlab-late && mkdir -p /run/vmlab-late
+	head -c 1M /dev/urandom >/run/vmlab-late/vmlab-late
+	sha256sum </run/vmlab-late/vmlab-late | cut -d' ' -f1 >/mnt/out/late.sha256
+	step mkfs-late mkfs.ext4 -q -F -L vmlab-vol2 -d /run/vmlab-late "$img2"
+	echo "$img2" >/mnt/out/lun2-image
+	step target-late-timer systemd-run --no-block --quiet --unit=vmlab-target-late --on-active=$LATE_DELAY \
+		--timer-property=AccuracySec=1s \
+		/bin/sh $L/test.sh target-late
+	mark target-started image="$img" late_image="$img2" late_portal="$VMLAB_ADDR:$LATE_PORT in ${LATE_DELAY}s"
+	;;
+
+target-late)
+	# $LATE_DELAY s after target-start: vol2's portal appears (TCP, then iSER).
+	. $L/env
+	. "$VMLAB_LIB"
+	np=$LIO/iscsi/$(late_iqn)/tpgt_1/np/$VMLAB_ADDR:$LATE_PORT
+	mkdir -p "$np" && echo 1 >"$np/iser"
+	mark target-late-up rc=$? restarts="$(systemctl show -p NRestarts --value iser-attach@$LATE.service)" \
+		state="$(systemctl show -p ActiveState --value iser-attach@$LATE.service)"
 	;;
 
 target-stop)
@@ -269,6 +330,27 @@ check)
 	step reinstalled-intact packaged_files_intact
 	step target-still-enabled systemctl -q is-enabled iser-attach.target
 	step volume-still-active systemctl -q is-active $unit
+
+	# vol2: its target was down for the first $LATE_DELAY s; the unit's start timed out and
+	# Restart= started it again; when the portal appeared the volume attached, and its device
+	# unit (ExecStartPost=) started the mount that requires it. Nobody else does: wait for it.
+	late=iser-attach@$LATE.service
+	echo "$late: $(systemctl show -p ActiveState,SubState,NRestarts,Result $late | tr '\n' ' ')"
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	wait_for 120 mountpoint -q $LATE_MNT || true
+	echo "waited $(awk -v t0="$t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime) s for $LATE_MNT"
+	echo "$late: $(systemctl show -p ActiveState,SubState,NRestarts,Result $late | tr '\n' ' ')"
+	systemctl status --no-pager $late mnt-vol2.mount || true
+	step late-mounted mountpoint -q $LATE_MNT
+	dev2=$(readlink -f /dev/iser/$LATE)
+	src2=$(findmnt -n -o SOURCE --mountpoint $LATE_MNT || true)
+	echo "$LATE_MNT: $src2; /dev/iser/$LATE -> $dev2"
+	step late-mounted-from-volume test "$src2" = "$dev2" -a -b "$dev2"
+	step late-restarted test "$(systemctl show -p NRestarts --value $late)" -ge 1
+	step late-active systemctl -q is-active $late
+	step late-data sh -c "test \"\$(sha256sum <$LATE_MNT/vmlab-late | cut -d' ' -f1)\" = \"\$(cat /mnt/out/late.sha256)\""
+	step late-write sh -c "head -c 1M /dev/urandom >$LATE_MNT/vmlab-data2 && sync -f $LATE_MNT/vmlab-data2"
+	sha256sum <$LATE_MNT/vmlab-data2 | cut -d' ' -f1 >/mnt/out/data2.sha256
 	;;
 
 host)
@@ -335,7 +417,8 @@ host)
 	else
 		no "step console-order: Unmounted at line '${um:-none}', Stopped at line '${st:-none}' of console.log"
 	fi
-	if printf '%s\n' "$c" | grep -E 'Failed unmounting .*mnt/vol1|Failed to start .*iser-attach|iser-attach.*(timed out|Timed out)'; then
+	# (vol2's first start times out by design: only vol1's count here.)
+	if printf '%s\n' "$c" | grep -E 'Failed unmounting .*mnt/vol|Failed to start .*(iser-attach@vol1|volume vol1)|iser-attach@vol1.*(timed out|Timed out)'; then
 		no "step console-clean: failures on the console (above)"
 	else
 		ok "console: no failed unmount, start or timeout"
@@ -357,6 +440,20 @@ host)
 			no "step data: sha256 of /vmlab-data on the LUN is $got, written ${want:-nothing}"
 	else
 		no "step lun-image: no backing file ($img)"
+	fi
+	# vol2, mounted late: its backing file clean and holding both files.
+	grep ' target-late-up ' "$log" 2>/dev/null || no "step target-late: no target-late-up marker"
+	img2=$d/lun2/$(basename "$(cat "$d/lun2-image" 2>/dev/null || echo none)")
+	if [ -f "$img2" ]; then
+		e2fsck -fn "$img2" >"$d/e2fsck-late.txt" 2>&1 && ok "vol2: e2fsck -fn clean" || no "step late-e2fsck: $(tail -n 3 "$d/e2fsck-late.txt")"
+		for f in vmlab-late:late.sha256 vmlab-data2:data2.sha256; do
+			want=$(cat "$d/${f#*:}" 2>/dev/null || true)
+			got=$(debugfs -R "cat /${f%%:*}" "$img2" 2>/dev/null | sha256sum | cut -d' ' -f1)
+			[ -n "$want" ] && [ "$got" = "$want" ] && ok "vol2: /${f%%:*} on the LUN (sha256 $got)" ||
+				no "step late-data: sha256 of /${f%%:*} on vol2's LUN is $got, want ${want:-nothing}"
+		done
+	else
+		no "step late-lun-image: no backing file ($img2)"
 	fi
 	[ $fails = 0 ]
 	;;
