@@ -21,7 +21,8 @@
 #            right order; a file written and synced; dpkg -i again with systemd up (an
 #            upgrade in place) reloads it and leaves the volume running; vol2: /mnt/vol2
 #            mounted within 120 s of the check, after at least one restart of its unit, the file made
-#            with its file system read back, a file written; then poweroff
+#            with its file system read back, a file written; journald: vol1's info line
+#            hidden at -p warning, vol2's failed logins shown there; then poweroff
 #   host     (host, after the VM exited) the markers: the file system was unmounted before
 #            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
 #            link and logged out; the file system on the LUN's backing file is clean and holds
@@ -39,6 +40,23 @@ LATE_MNT=/mnt/vol2
 LATE_PORT=3261
 LATE_DELAY=60
 late_iqn() { echo "$VMLAB_IQN-late"; }
+
+# journal_priorities: vol1's info line "attached" is in its journal but not at -p warning; vol2's
+# JSON lines at -p warning (its failed logins while the target was down) exist and are all
+# warnings or errors.
+journal_priorities() {
+	all=$(journalctl -b -u iser-attach@$NAME.service -o cat | grep -c '"message":"attached"' || true)
+	warn=$(journalctl -b -u iser-attach@$NAME.service -p warning -o cat | grep -c '"message":"attached"' || true)
+	echo "vol1 \"attached\": $all line(s) in its journal, $warn at -p warning"
+	[ "$all" -ge 1 ] && [ "$warn" = 0 ] || return 1
+	journalctl -b -u iser-attach@$LATE.service -p warning -o cat | grep '^{' >/tmp/late-warn || true
+	echo "vol2: $(wc -l </tmp/late-warn) JSON line(s) at -p warning; first: $(head -n 1 /tmp/late-warn)"
+	[ -s /tmp/late-warn ] || return 1
+	if grep -v '"level":"\(warn\|error\)"' /tmp/late-warn; then
+		echo "lines above are below warning"
+		return 1
+	fi
+}
 
 # mark EVENT KEY=VALUE...: one line in shutdown.log (out share) and on the console.
 mark() {
@@ -351,6 +369,10 @@ check)
 	step late-data sh -c "test \"\$(sha256sum <$LATE_MNT/vmlab-late | cut -d' ' -f1)\" = \"\$(cat /mnt/out/late.sha256)\""
 	step late-write sh -c "head -c 1M /dev/urandom >$LATE_MNT/vmlab-data2 && sync -f $LATE_MNT/vmlab-data2"
 	sha256sum <$LATE_MNT/vmlab-data2 | cut -d' ' -f1 >/mnt/out/data2.sha256
+
+	# journald: the daemon's lines carry their priority (JOURNAL_STREAM), so -p warning shows
+	# vol1's "attached" (info) not, and vol2's failed logins (warnings, errors) only.
+	step journal-info-hidden journal_priorities
 	;;
 
 host)
