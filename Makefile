@@ -44,16 +44,20 @@ unit:
 fuzz:
 	scripts/fuzz-short.sh $(FUZZTIME)
 
+# The VM lab's guest kernel: a NAME of scripts/vmlab/kernels.conf, which pins each kernel's
+# Debian packages (6.12: bookworm-security; 7.2, or 7: unstable). make e2e VMLAB_KERNEL=7.2
+VMLAB_KERNEL ?= $(or $(ISER_VMLAB_KERNEL),6.12)
+
 # The VM lab: soft-RoCE, LIO with iSER, the kernel initiators, nbd, ublk; its systemd boot
 # installs the package (deb). ISER_VMLAB_TESTS=90-systemd-fstab runs that boot alone.
 e2e: build build-nocgo test-bins deb
-	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
+	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
 
 # The VM lab's soak test alone (tests/80-soak.sh): SOAK_FAULTS random faults on two volumes
 # (e2e runs 12); VMLAB_SOAK_SEED=N repeats a run's order, VMLAB_SOAK_KINDS picks fault kinds.
 SOAK_FAULTS ?= 50
 soak: build build-nocgo test-bins
-	ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='80-*' VMLAB_SOAK_FAULTS=$(SOAK_FAULTS) \
+	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='80-*' VMLAB_SOAK_FAULTS=$(SOAK_FAULTS) \
 		VMLAB_TEST_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 240 )) \
 		ISER_VMLAB_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 420 )) scripts/vmlab/vmlab.sh e2e
 
@@ -75,7 +79,7 @@ bench-tcp:
 	scripts/bench-tcp.sh
 
 bench-vm: build test-bins
-	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh bench
+	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh bench
 
 clean:
 	rm -rf $(BIN)
