@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 4s
 BIN      := bin
 
-.PHONY: all build build-nocgo test-bins vet unit fuzz e2e test demo bench-tcp bench-vm clean deb deb-check test-deps demo-deps soak
+.PHONY: all build build-nocgo test-bins vet unit fuzz e2e e2e-7 test demo bench-tcp bench-vm clean deb deb-check test-deps demo-deps soak
 
 # The version the binary reports (iser-attach version) and the package carries: the VERSION
 # file, else git describe. REVISION is for builds Go cannot stamp with vcs.revision (worktrees).
@@ -44,23 +44,43 @@ unit:
 fuzz:
 	scripts/fuzz-short.sh $(FUZZTIME)
 
+# The VM lab's guest kernel: a NAME of scripts/vmlab/kernels.conf, which pins each kernel's
+# Debian packages (6.12: bookworm-security; 7.2, or 7: unstable). make e2e VMLAB_KERNEL=7.2
+VMLAB_KERNEL ?= $(or $(ISER_VMLAB_KERNEL),6.12)
+
 # The VM lab: soft-RoCE, LIO with iSER, the kernel initiators, nbd, ublk; its systemd boot
 # installs the package (deb). ISER_VMLAB_TESTS=90-systemd-fstab runs that boot alone.
 e2e: build build-nocgo test-bins deb
-	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
+	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh e2e
+
+# The compact suite on the 7.x guest (kernels.conf's line 7.*): the lab's baseline (00, 10,
+# 20), ublk and NBD cycles (70, 71), recovery (73), the interop row of LIO over iSER with mutual
+# CHAP (79), the soak's daemon-term fault 3 times (80), SIGTERM takeover in 6 cycles (81); then
+# quick figures: bench's kernel ib_iser, ublk and NBD over iSER, 2 s per workload (not the goals'
+# measurement: make bench-vm VMLAB_KERNEL=7.2 is).
+E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 80-* 81-*
+E2E7_WORKLOADS ?= 4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 \
+	4k-randread-qd1:randread:4k:1 4k-randread-qd32-2jobs:randread:4k:32:2 1m-seqread-qd8:read:1M:8 \
+	1m-seqwrite-qd8:write:1M:8
+e2e-7: build build-nocgo test-bins
+	ISER_VMLAB_KERNEL=7 ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='$(E2E7_TESTS)' \
+		VMLAB_INTEROP_CELLS='LIO:iser:mutual:*' VMLAB_SOAK_KINDS=daemon-term VMLAB_SOAK_FAULTS=3 \
+		VMLAB_SIGTERM_CYCLES=6 scripts/vmlab/vmlab.sh e2e
+	ISER_VMLAB_KERNEL=7 ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='10-* 50-*' VMLAB_FIO_SECONDS=2 \
+		VMLAB_WORKLOADS='$(E2E7_WORKLOADS)' scripts/vmlab/vmlab.sh bench
 
 # The VM lab's soak test alone (tests/80-soak.sh): SOAK_FAULTS random faults on two volumes
 # (e2e runs 12); VMLAB_SOAK_SEED=N repeats a run's order, VMLAB_SOAK_KINDS picks fault kinds.
 SOAK_FAULTS ?= 50
 soak: build build-nocgo test-bins
-	ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='80-*' VMLAB_SOAK_FAULTS=$(SOAK_FAULTS) \
+	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='80-*' VMLAB_SOAK_FAULTS=$(SOAK_FAULTS) \
 		VMLAB_TEST_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 240 )) \
 		ISER_VMLAB_TIMEOUT=$$(( $(SOAK_FAULTS) * 45 + 420 )) scripts/vmlab/vmlab.sh e2e
 
 # No build output in git (scripts/repo-check.sh: no tracked ELF file, none over 1 MiB), then
 # the packages the tests need (scripts/deps.sh: installs only what is missing), then the
 # shell tools' host tests (seconds; script-tests below).
-test: repo-check test-deps script-tests vet build-nocgo deb-check unit fuzz e2e
+test: repo-check test-deps script-tests vet build-nocgo deb-check unit fuzz e2e e2e-7
 
 test-deps:
 	scripts/deps.sh test
@@ -75,7 +95,7 @@ bench-tcp:
 	scripts/bench-tcp.sh
 
 bench-vm: build test-bins
-	ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh bench
+	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh bench
 
 clean:
 	rm -rf $(BIN)

@@ -12,6 +12,8 @@
 #   vmlab.sh table [FILE]      print the bench table of FILE (default: latest results)
 #
 # Environment (all ISER_VMLAB_* and VMLAB_* variables are passed into the guest as well):
+#   ISER_VMLAB_KERNEL    the guest kernel, a NAME of kernels.conf (6.12, the default; 7.2, or 7
+#                        for the 7.x line); each kernel has its own cached guest
 #   ISER_VMLAB_CACHE     cache directory (default /var/cache/iser-attach-vmlab)
 #   ISER_VMLAB_OUT       results directory of this run (default $CACHE/results/CMD-TIME)
 #   ISER_VMLAB_TIMEOUT   whole-VM timeout in seconds (default 2100; bench 1200)
@@ -86,6 +88,7 @@ boot() {
 	local job=$1 cmd=${2:-} g timeout_s rc qpid
 	need_host_tools
 	g=$(guest_dir)
+	KNAME=$(sed -n 's/^name=//p' "$g/stamp")
 	[ "$job" = shell ] || host_build
 	# A shared lock on the stamp keeps a concurrent rebuild from deleting this guest.
 	exec 8<"$g/stamp"
@@ -107,7 +110,7 @@ boot() {
 		-virtfs "local,path=$REPO,mount_tag=host,security_model=none,readonly=on"
 		-virtfs "local,path=$OUT,mount_tag=out,security_model=none"
 		-nic none)
-	say "booting guest ($(sed -n 's/^kernel=//p' "$g/stamp")), job $job, results $OUT, timeout ${timeout_s} s"
+	say "booting guest ($KNAME: $(sed -n 's/^kernel=//p' "$g/stamp")), job $job, results $OUT, timeout ${timeout_s} s"
 	local t0=$SECONDS
 	QEMU_RC=0
 	if [ "$job" = shell ]; then
@@ -146,10 +149,10 @@ boot() {
 	return "$rc"
 }
 
-# results_dir JOB: set OUT to $ISER_VMLAB_OUT or a new $CACHE/results/JOB-TIME (then linked
-# as results/latest; the newest 30 kept).
+# results_dir JOB: set OUT to $ISER_VMLAB_OUT or a new $CACHE/results/JOB-KERNEL-TIME (then
+# linked as results/latest; the newest 30 kept).
 results_dir() {
-	OUT=${ISER_VMLAB_OUT:-$CACHE/results/$1-$(date +%Y%m%d-%H%M%S)}
+	OUT=${ISER_VMLAB_OUT:-$CACHE/results/$1${KNAME:+-$KNAME}-$(date +%Y%m%d-%H%M%S)}
 	mkdir -p "$OUT"
 	OUT=$(cd "$OUT" && pwd)
 	if [ -z "${ISER_VMLAB_OUT:-}" ]; then

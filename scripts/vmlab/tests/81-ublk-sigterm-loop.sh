@@ -1,6 +1,6 @@
 #!/bin/sh
 # SIGTERM of the daemon serving a mounted ublk device (over iSER, LIO) under fio, over and over
-# (SIGTERM_CYCLES, default 15): each time the daemon leaves the device within its bound
+# (VMLAB_SIGTERM_CYCLES, default 15): each time the daemon leaves the device within its bound
 # (DetachTimeout plus the final flush and logout: 45 s at most), the next attach takes the
 # same /dev/ublkbN over, fio (writes in flight at the signal, every block read back and its
 # crc32c checked) passes, and the kernel logged no oops, BUG or "file count is 0"
@@ -101,7 +101,7 @@ cycle() {
 	echo "cycle $1: daemon $pid left $dev in $dt s${stuck:+ (target stalled)}, taken over, fio verified"
 	no_oops "$dmesg0" "c$1"
 }
-for i in $(seq 1 "${SIGTERM_CYCLES:-15}"); do
+for i in $(seq 1 "${VMLAB_SIGTERM_CYCLES:-15}"); do
 	step "cycle-$i" cycle "$i"
 done
 step umount umount "$mnt"
