@@ -4,7 +4,8 @@
 # iser-attach: fault_tgt_restart starts tgtd again while the new one rejects every RDMA
 # connection with reason 8, gives up after three, and fails at once on any other login
 # failure; tgt_probe logs in over iSER and reports what failed; rerun_if_died runs a command
-# once more after restarting a peer that died under it, and only then. A second.
+# once more after restarting a peer that died under it (or, with RERUN_ALIVE, stopped answering),
+# and only then. A second.
 # `make script-tests`.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -99,11 +100,14 @@ cat >"$T/stub/pidof" <<'STUB'
 [ -e "$STATE/alive" ]
 STUB
 chmod +x "$T/stub/pidof"
-rerun() { # RESTART-RESULT WHAT...
+rerun() { # RESTART-RESULT WHAT... (PROBE=answers|silent: RERUN_ALIVE is set, and the peer
+	# answers it or not)
 	touch "$T/alive"
+	rm -f "$T/answers"
+	[ "${PROBE:-}" = answers ] && touch "$T/answers"
 	echo 0 >"$T/runs"
 	: >"$T/calls"
-	STATE=$T PATH="$T/stub:$PATH" dash -c '
+	STATE=$T PROBE=${PROBE:-} PATH="$T/stub:$PATH" dash -c '
 . "$0"
 restart=$1
 shift
@@ -123,6 +127,11 @@ again() {
 	[ "$restart" = ok ] || return 1
 	touch "$STATE/alive"
 }
+probe() {
+	echo "probe" >>"$STATE/calls"
+	[ -e "$STATE/answers" ]
+}
+[ -n "$PROBE" ] && RERUN_ALIVE=probe
 rerun_if_died peer "again x" work "$@"
 echo "status $? RERUN $RERUN" >>"$STATE/calls"' "$HERE/guest/lib.sh" "$@" 2>"$T/err"
 }
@@ -142,5 +151,15 @@ check "rerun_if_died, the second run fails too: $(rcalls)" \
 rerun fail die ok
 check "rerun_if_died, the restart fails: not run again: $(rcalls)" \
 	test "$(rcalls)" = "work 1 die,again x,status 1 RERUN 1"
+PROBE=answers rerun ok fail ok
+check "rerun_if_died, fails with the peer alive and answering: not run again: $(rcalls)" \
+	test "$(rcalls)" = "work 1 fail,probe,status 1 RERUN 0"
+PROBE=silent rerun ok fail ok
+check "rerun_if_died, fails with the peer running but not answering: restarted and run again: $(rcalls)" \
+	test "$(rcalls)" = "work 1 fail,probe,again x,work 2 ok,status 0 RERUN 1"
+check "rerun_if_died, the peer stopped answering: said on stderr" \
+	grep -q "peer stopped answering (probe failed) during 'work fail ok': again x, then once more" "$T/err"
+PROBE=silent rerun ok ok
+check "rerun_if_died, the command works: no probe: $(rcalls)" test "$(rcalls)" = "work 1 ok,status 0 RERUN 0"
 
 report faults-test

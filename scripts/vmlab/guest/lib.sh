@@ -466,10 +466,14 @@ tgt_iser() {
 
 tgt_stop() {
 	pidof tgtd >/dev/null || return 0
-	tgtadm --op update --mode sys --name State -v offline >/dev/null 2>&1
-	tgtadm --lld iser --op delete --mode target --tid 1 --force >/dev/null 2>&1
-	tgtadm --op delete --mode system >/dev/null 2>&1
-	wait_for 10 sh -c '! pidof tgtd >/dev/null' || kill -9 $(pidof tgtd) 2>/dev/null
+	# A tgtd that stopped answering would hold tgtadm for good: 5 s each, then SIGKILL.
+	timeout 5 tgtadm --op update --mode sys --name State -v offline >/dev/null 2>&1
+	timeout 5 tgtadm --lld iser --op delete --mode target --tid 1 --force >/dev/null 2>&1
+	timeout 5 tgtadm --op delete --mode system >/dev/null 2>&1
+	wait_for 10 sh -c '! pidof tgtd >/dev/null' || {
+		kill -9 $(pidof tgtd) 2>/dev/null
+		wait_for 10 sh -c '! pidof tgtd >/dev/null'
+	}
 	rm -rf /var/tmp/vmlab-tgt
 }
 
@@ -982,17 +986,26 @@ tgt_kill() {
 	}
 }
 
-# rerun_if_died PROC RESTART CMD...: CMD; when it fails and no process PROC runs any more (the
-# peer died under it), RESTART (a command line, split into words) and CMD once more. RERUN is 1
-# then, else 0; the status is that of the last command run.
+# rerun_if_died PROC RESTART CMD...: CMD; when it fails and the peer died under it, RESTART (a
+# command line, split into words) and CMD once more. RERUN is 1 then, else 0; the status is that
+# of the last command run. The peer died when no process PROC runs any more, or, with
+# RERUN_ALIVE set (a command line), when PROC runs but RERUN_ALIVE fails: a tgtd on its way out
+# over iSER stops answering logins (and its management socket) seconds before it exits, so a
+# failure seen then would otherwise count as the initiator's.
 rerun_if_died() {
 	_rd_p=$1 _rd_r=$2
 	shift 2
 	RERUN=0
 	"$@" && return 0
-	pidof "$_rd_p" >/dev/null && return 1
+	_rd_why=died
+	if pidof "$_rd_p" >/dev/null; then
+		[ -n "${RERUN_ALIVE:-}" ] || return 1
+		# shellcheck disable=SC2086 # a command line
+		$RERUN_ALIVE >/dev/null 2>&1 && return 1
+		_rd_why="stopped answering ($RERUN_ALIVE failed)"
+	fi
 	RERUN=1
-	echo "rerun_if_died: $_rd_p died during '$*': $_rd_r, then once more" >&2
+	echo "rerun_if_died: $_rd_p $_rd_why during '$*': $_rd_r, then once more" >&2
 	# shellcheck disable=SC2086 # a command line
 	$_rd_r || return 1
 	"$@"
