@@ -3,7 +3,7 @@
 # block layer alone) and a ublk device whose queue loop serves reads and writes from memory
 # itself (bin/ublkmem -async on tmpfs, queue depth 128 as the iSER rows): what ublk's round trip
 # costs in this lab before any iSCSI work. Their sys_us/io against the kernel-iser rows says how
-# much of the whole machine's CPU per I/O ublk adds (docs/fastpath-plan.md, "What limits").
+# much of the whole machine's CPU per I/O ublk adds (docs/fastpath.md, "What limits the rest").
 # vmlab-timeout: 300
 . "$VMLAB_LIB"
 set -eu
