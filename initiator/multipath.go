@@ -131,12 +131,12 @@ type Multipath struct {
 	bound atomic.Bool // bindLUN ran: paths are checked before use
 	lun   [8]byte     // set by bindLUN
 
-	mu         sync.Mutex
+	mu          sync.Mutex
 	identity    string // the first path's LU name (VPD 0x83)
 	identitySet bool
 	hasALUA     bool
-	changed    chan struct{} // closed and replaced when a path changes
-	reinstated []func()
+	changed     chan struct{} // closed and replaced when a path changes
+	reinstated  []func()
 
 	fence        fenceState
 	refreshing   atomic.Bool // a refresh goroutine runs

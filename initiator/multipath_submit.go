@@ -305,4 +305,3 @@ func changesData(op byte) bool {
 	}
 	return true
 }
-
