@@ -30,8 +30,8 @@ type MultipathConfig struct {
 	// background.
 	Paths []NexusConfig
 	// NoPathTimeout is how long I/O waits while no path is usable before
-	// it fails with EIO (dm-multipath's no_path_retry). 0 or negative
-	// means DefaultReplacementTimeout.
+	// it fails with EIO (dm-multipath's no_path_retry). 0 fails it at
+	// once; negative means DefaultReplacementTimeout.
 	NoPathTimeout time.Duration
 	// RetryDown is the pause between login attempts of a path that was
 	// down at the start (default 2 s).
@@ -159,7 +159,7 @@ func DialMultipath(ctx context.Context, cfg MultipathConfig) (*Multipath, error)
 	if len(cfg.Paths) == 0 {
 		return nil, errors.New("multipath: no path")
 	}
-	if cfg.NoPathTimeout <= 0 {
+	if cfg.NoPathTimeout < 0 {
 		cfg.NoPathTimeout = DefaultReplacementTimeout
 	}
 	if cfg.RetryDown <= 0 {

@@ -55,6 +55,9 @@ type lunSpec struct {
 	ReplacementTimeout, NOPInterval, NOPTimeout time.Duration
 	// CommandTimeout: see targetFlags.
 	CommandTimeout time.Duration
+	// NoPathTimeout is how long a multipath LUN's I/O waits while no path
+	// is usable; negative means ReplacementTimeout.
+	NoPathTimeout time.Duration
 }
 
 // portalAddr parses a PORTAL argument (host[:port][,tpgt]) into host:port
@@ -94,7 +97,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: volume.DefaultQueueDepth,
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: volume.DefaultReplacementTimeout,
 		NOPInterval: volume.DefaultNOPInterval, NOPTimeout: volume.DefaultNOPTimeout,
-		CommandTimeout: c.Duration("command-timeout")}
+		CommandTimeout: c.Duration("command-timeout"), NoPathTimeout: -1}
 	if hasFlag(c, "queue-depth") {
 		sp.QueueDepth, sp.ReplacementTimeout = c.Int("queue-depth"), c.Duration("replacement-timeout")
 		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
@@ -150,10 +153,28 @@ func hasFlag(c *cli.Context, name string) bool {
 	return false
 }
 
+// nexusHandle is what an open LUN runs on: a Nexus (one portal) or a
+// Multipath (one path per portal).
+type nexusHandle interface {
+	initiator.Executor
+	Status() initiator.NexusStatus
+	TargetName() string
+	InitiatorName() string
+	Close() error
+}
+
 // lunConn is an open LUN and the nexus it runs on.
 type lunConn struct {
 	*initiator.LUN
-	nx *initiator.Nexus
+	nx nexusHandle
+}
+
+// paths reports each path of a multipath LUN, nil for a single path.
+func (l *lunConn) paths() []initiator.PathStatus {
+	if m, ok := l.nx.(*initiator.Multipath); ok {
+		return m.Paths()
+	}
+	return nil
 }
 
 // Close logs out.
@@ -202,8 +223,17 @@ func (e *refusedError) Unwrap() error { return e.err }
 // ExitCode is exitRefused (cli.ExitCoder).
 func (e *refusedError) ExitCode() int { return exitRefused }
 
-// loginSpec logs in to the spec's target, trying its portals in turn.
-func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Logger, error) {
+// Multipath's path checking: with two portals or more, a path whose
+// connection goes silent is declared down within these (unless the volume
+// sets its own NOP interval and timeout), and its I/O moves on.
+const (
+	multipathNOPInterval = 2 * time.Second
+	multipathNOPTimeout  = 2 * time.Second
+)
+
+// loginSpec logs in to the spec's target: with one portal a Nexus, with
+// several a Multipath with one path per portal.
+func loginSpec(lctx context.Context, sp *lunSpec) (nexusHandle, zerolog.Logger, error) {
 	log := logger.With().Str("target", sp.Target).Logger()
 	if !sp.AnyLUN {
 		log = log.With().Uint16("lun", sp.LUN).Logger()
@@ -219,7 +249,7 @@ func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Log
 	if nop == 0 {
 		nop = -1 // SessionConfig: negative disables
 	}
-	nx, err := initiator.DialNexus(lctx, initiator.NexusConfig{
+	cfg := initiator.NexusConfig{
 		Portals:         sp.Portals,
 		PortalGroupTags: sp.PortalTags,
 		Dial:            initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
@@ -239,13 +269,65 @@ func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Log
 		ReplacementTimeout: sp.ReplacementTimeout,
 		LoginTimeout:       sp.LoginTimeout,
 		Logger:             log,
-	})
+	}
+	if len(sp.Portals) > 1 {
+		return loginMultipath(lctx, sp, cfg, log)
+	}
+	nx, err := initiator.DialNexus(lctx, cfg)
 	if err != nil {
 		return nil, log, err
 	}
 	st := nx.Status()
 	log.Info().Str("portal", st.Portal).Str("transport", st.Transport).Msg("logged in")
 	return nx, log, nil
+}
+
+// loginMultipath logs in through every portal of sp, one path each: its
+// own ISID (the first path keeps the one a single path would have), its
+// own portal group tag, and faster path checking (multipathNOPInterval)
+// unless the spec sets its own.
+func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfig, log zerolog.Logger) (nexusHandle, zerolog.Logger, error) {
+	mc := initiator.MultipathConfig{NoPathTimeout: sp.NoPathTimeout, Logger: log}
+	if mc.NoPathTimeout < 0 {
+		mc.NoPathTimeout = sp.ReplacementTimeout
+	}
+	for i, portal := range sp.Portals {
+		pc := base
+		pc.Portals = []string{portal}
+		pc.PortalGroupTags = nil
+		if i < len(sp.PortalTags) {
+			pc.PortalGroupTags = []int{sp.PortalTags[i]}
+		}
+		switch {
+		case i == 0:
+		case sp.Volume != "":
+			pc.Session.ISID = initiator.ISIDFromName(sp.InitiatorName + "\x00" + sp.Volume + "\x00" + portal)
+		default:
+			pc.Session.ISID = initiator.NewISID()
+		}
+		if sp.NOPInterval == volume.DefaultNOPInterval {
+			pc.Session.NOPInterval = multipathNOPInterval
+		}
+		if sp.NOPTimeout == volume.DefaultNOPTimeout {
+			pc.Session.NOPTimeout = multipathNOPTimeout
+		}
+		pc.Logger = log.With().Str("portal", portal).Logger()
+		pc.Session.Logger, pc.Dial.Logger = pc.Logger, pc.Logger
+		mc.Paths = append(mc.Paths, pc)
+	}
+	m, err := initiator.DialMultipath(lctx, mc)
+	if err != nil {
+		return nil, log, err
+	}
+	up := 0
+	for _, p := range m.Paths() {
+		if p.Nexus.State == initiator.NexusUp {
+			up++
+		}
+	}
+	log.Info().Strs("portals", sp.Portals).Int("up", up).Str("transport", m.Status().Transport).
+		Dur("no_path_timeout", mc.NoPathTimeout).Msg("logged in: one path per portal")
+	return m, log, nil
 }
 
 // openLUNFromFlags is openLUN for the commands that take targetFlags only.

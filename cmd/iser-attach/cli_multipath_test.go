@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iser-attach/iser-attach/internal/tgttest"
+)
+
+// TestServeMultipath: serve with two portals of one tgtd (127.0.0.1 and
+// 127.0.0.2, no ALUA) runs a path per portal; the target closes one
+// path's connection after another under NBD writes and reads, and no
+// request fails or reads back other data than written.
+func TestServeMultipath(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, port, _ := net.SplitHostPort(srv.Portal())
+	second := net.JoinHostPort("127.0.0.2", port)
+	if _, err := srv.Tgtadm(ctx, "--mode", "portal", "--op", "new", "--param", "portal="+second); err != nil {
+		t.Fatalf("second portal: %v", err)
+	}
+	uri, logs := startServe(t, srv, nil, "1", "--portal", second)
+	nc, _ := dialNBDFlags(t, strings.TrimPrefix(uri, "nbd+unix:///?socket="))
+
+	drop := func(round int) {
+		conns, err := srv.Connections(ctx, srv.IQN())
+		if err != nil || len(conns) == 0 {
+			t.Errorf("connections %v: %v", conns, err)
+			return
+		}
+		c := conns[round%len(conns)]
+		if _, err := srv.Tgtadm(ctx, "--mode", "connection", "--op", "delete", "--tid", "1",
+			"--sid", strconv.Itoa(int(c.TSIH)), "--cid", strconv.FormatUint(uint64(c.CID), 10)); err != nil {
+			t.Errorf("drop connection: %v", err)
+		}
+	}
+	const size = 64 << 10
+	for round := range 6 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			time.Sleep(50 * time.Millisecond)
+			drop(round)
+		}()
+		deadline := time.Now().Add(400 * time.Millisecond)
+		for i := 0; time.Now().Before(deadline); i++ {
+			off := uint64(((round%4)*64 + i%64) * size) // within the 16 MiB LUN
+			data := bytes.Repeat([]byte(fmt.Sprintf("r%02d-i%05d|", round, i)), size/10+1)[:size]
+			if errno, _ := nc.do(t, 1, 0, off, size, data, 0); errno != 0 {
+				t.Fatalf("round %d: NBD write at %d: errno %d", round, off, errno)
+			}
+			errno, got := nc.do(t, 0, 0, off, size, nil, size)
+			if errno != 0 || !bytes.Equal(got, data) {
+				t.Fatalf("round %d: NBD read at %d: errno %d, data equal %v", round, off, errno, bytes.Equal(got, data))
+			}
+		}
+		<-done
+		time.Sleep(300 * time.Millisecond) // the path logs in again
+	}
+	for _, want := range []string{"logged in: one path per portal", "path down", "path up"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("serve's log lacks %q", want)
+		}
+	}
+}
