@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/internal/tgttest"
+	"github.com/iser-attach/iser-attach/volume"
 )
 
 // TestServeMultipath: serve with two portals of one tgtd (127.0.0.1 and
@@ -63,6 +65,28 @@ func TestServeMultipath(t *testing.T) {
 		}
 		<-done
 		time.Sleep(300 * time.Millisecond) // the path logs in again
+	}
+	// list --json shows both paths, up, each with I/O and the error that
+	// took it down (a failover needs a request in flight on it: not
+	// checked, the client here has one at a time).
+	out, errs, err := run(t, nil, "list", "--json")
+	if err != nil {
+		t.Fatalf("list --json: %v\n%s", err, errs)
+	}
+	var all []struct {
+		Paths []volume.PathStatus `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &all); err != nil || len(all) != 1 {
+		t.Fatalf("list --json: %v\n%s", err, out)
+	}
+	paths := all[0].Paths
+	if len(paths) != 2 || paths[0].Portal != srv.Portal() || paths[1].Portal != second {
+		t.Fatalf("list --json paths: %+v", paths)
+	}
+	for _, p := range paths {
+		if p.State != "up" || p.IOs == 0 || p.LastError == "" {
+			t.Errorf("path %+v: want up, with I/Os and the last error", p)
+		}
 	}
 	for _, want := range []string{"logged in: one path per portal", "path down", "path up"} {
 		if !strings.Contains(logs.String(), want) {

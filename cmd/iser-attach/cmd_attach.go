@@ -242,6 +242,7 @@ func (a *attached) Status() volume.Status {
 		st.State = nexusState(ns.State, state)
 	}
 	setNexusFields(&st, ns)
+	setPaths(&st, a.lun)
 	st.Counters = a.counting.Counters()
 	return st
 }
@@ -261,6 +262,14 @@ func nexusState(s initiator.NexusState, healthy string) string {
 
 // setNexusFields copies the session fields of ns (portal, transport,
 // recoveries, faults, last error) into st.
+// setPaths fills st.Paths from a multipath LUN's paths.
+func setPaths(st *volume.Status, l *lunConn) {
+	for _, p := range l.paths() {
+		st.Paths = append(st.Paths, volume.PathStatus{Portal: p.Portal, State: p.State.String(), ALUA: p.ALUA,
+			IOs: p.IOs, InFlight: p.InFlight, Failovers: p.Failovers, LastError: p.LastError})
+	}
+}
+
 func setNexusFields(st *volume.Status, ns initiator.NexusStatus) {
 	st.Portal, st.Transport = ns.Portal, ns.Transport
 	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults

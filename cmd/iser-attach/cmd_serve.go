@@ -176,6 +176,7 @@ func (s *serveControl) Status() volume.Status {
 	ns := s.l.nx.Status()
 	st.State = nexusState(ns.State, "serving")
 	setNexusFields(&st, ns)
+	setPaths(&st, s.l)
 	st.Counters = s.counting.Counters()
 	return st
 }
