@@ -34,7 +34,22 @@ func sessionFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "replacement-timeout", Value: volume.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on; seconds, or a Go duration: 2m)"},
 		&cli.DurationFlag{Name: "nop-interval", Value: volume.DefaultNOPInterval, Usage: "NOP-Out keepalive interval on an idle connection (0 disables; seconds, or a Go duration)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: volume.DefaultNOPTimeout, Usage: "time allowed for the NOP-In answer before the connection counts as lost (seconds, or a Go duration)"},
+		noPathTimeoutFlag(),
 	}
+}
+
+// noPathTimeoutFlag is --no-path-timeout; unset, the replacement timeout.
+func noPathTimeoutFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "no-path-timeout", DefaultText: "the replacement timeout",
+		Usage: "with several portals: how long I/O waits while no path is usable before it fails with EIO (seconds, or a Go duration)"}
+}
+
+// noPathTimeout is --no-path-timeout's value, negative when unset.
+func noPathTimeout(c *cli.Context) time.Duration {
+	if !c.IsSet("no-path-timeout") {
+		return -1
+	}
+	return c.Duration("no-path-timeout")
 }
 
 // lunSpec is everything needed to log in and open a LUN, from flags or a
@@ -101,6 +116,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	if hasFlag(c, "queue-depth") {
 		sp.QueueDepth, sp.ReplacementTimeout = c.Int("queue-depth"), c.Duration("replacement-timeout")
 		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
+		sp.NoPathTimeout = noPathTimeout(c)
 	}
 	for _, p := range c.StringSlice("portal") {
 		if err := sp.addPortal(p); err != nil {
@@ -123,6 +139,8 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		return nil, usageErrorf(c, "--replacement-timeout %v: must not be negative", sp.ReplacementTimeout)
 	case sp.NOPInterval < 0:
 		return nil, usageErrorf(c, "--nop-interval %v: must not be negative", sp.NOPInterval)
+	case sp.NoPathTimeout < 0 && sp.NoPathTimeout != -1:
+		return nil, usageErrorf(c, "--no-path-timeout %v: must not be negative", sp.NoPathTimeout)
 	case sp.NOPTimeout <= 0:
 		return nil, usageErrorf(c, "--nop-timeout %v: must be positive", sp.NOPTimeout)
 	case sp.CommandTimeout <= 0:
