@@ -265,16 +265,34 @@ func (p *mpath) reinstated() {
 		m.notify()
 		return
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	go p.checkLoop()
+}
+
+// checkRetry is the pause between checks of a path whose check failed
+// while its session stays up.
+const checkRetry = time.Second
+
+// checkLoop checks the path's new session, again every checkRetry while
+// the check fails and the session lasts (a path refused, closed or whose
+// session ended stops it: its next session starts another).
+func (p *mpath) checkLoop() {
+	m := p.m
+	s := p.session()
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(m.base, 30*time.Second)
-		defer cancel()
-		if err := p.check(ctx); err != nil {
-			p.setErr(err)
-			p.log.Warn().Err(err).Msg("path check failed")
+		err := p.check(ctx)
+		cancel()
+		if err == nil || p.refused.Load() || m.isClosed() {
+			return
 		}
-	}()
+		p.setErr(err)
+		if attempt == 1 {
+			p.log.Warn().Err(err).Dur("retry_in", checkRetry).Msg("path check failed")
+		}
+		if sleepCtx(m.base, checkRetry) != nil || p.session() != s || s == nil {
+			return
+		}
+	}
 }
 
 // setErr records the path's last error.

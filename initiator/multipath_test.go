@@ -363,3 +363,46 @@ func testStaleWrite(t *testing.T, async bool) {
 		t.Error("no LOGICAL UNIT RESET was sent")
 	}
 }
+
+// TestMultipathSubmitAllocatesNothing: the path choice and the command
+// record cost a command started with Multipath.Submit no allocation, as
+// with a Session or a Nexus (the loop datamover allocates nothing).
+func TestMultipathSubmitAllocatesNothing(t *testing.T) {
+	cfg := initiator.MultipathConfig{NoPathTimeout: time.Second}
+	for i := range 2 {
+		nc := initiator.NexusConfig{Portals: []string{fmt.Sprint("loop", i)},
+			Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
+				InitiatorName: "iqn.2026-11.test:init", TargetName: "iqn.2026-11.test:loop"}, NOPInterval: -1, QueueDepth: 4}}
+		initiator.SetNexusConnect(&nc, func(ctx context.Context, _ initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
+			return initiator.NewSession(ctx, newLoopDM(), sc)
+		})
+		cfg.Paths = append(cfg.Paths, nc)
+	}
+	m, err := initiator.DialMultipath(ctx5(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cmd := initiator.Command{CDB: rw16(0x88, 0, 8), Read: make([]byte, 4096)}
+	g := &signal{ch: make(chan struct{}, 1)}
+	submit := func() {
+		if err := m.Submit(&cmd, g, 1); err != nil {
+			t.Fatal(err)
+		}
+		<-g.ch
+		if g.err != nil || g.status != 0 {
+			t.Fatalf("read: %v status %d", g.err, g.status)
+		}
+	}
+	for range 100 {
+		submit()
+	}
+	if a := testing.AllocsPerRun(1000, submit); a != 0 {
+		t.Errorf("Multipath.Submit: %v allocations per command; want 0", a)
+	}
+	for i, p := range m.Paths() {
+		if p.IOs < 500 {
+			t.Errorf("path %d carried %d of 1100 commands", i, p.IOs)
+		}
+	}
+}
