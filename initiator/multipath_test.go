@@ -406,3 +406,61 @@ func TestMultipathSubmitAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestMultipathSilentPathFailsOverWithin5s: with the CLI's path checking
+// for multipath volumes (NOP-Out after 2 s of silence, 2 s to answer), a
+// path that goes silent under I/O (its target stops answering, the
+// connection stays) hands its reads and writes to the other path in at most
+// 5 s, without an error.
+func TestMultipathSilentPathFailsOverWithin5s(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 5 s")
+	}
+	lu := iscsitest.NewSharedLU(1024, 0x1234, false)
+	silent := make(chan struct{})
+	defer close(silent)
+	var mute sync.Once
+	var muted time.Time
+	lu.Stall = func(rtp uint16, cdb []byte) <-chan struct{} {
+		var ch <-chan struct{}
+		if rtp == 1 {
+			mute.Do(func() { ch, muted = silent, time.Now() })
+		}
+		return ch
+	}
+	x := dialMP(t, twoPorts(lu, 1, 1), func(c *initiator.MultipathConfig) {
+		for i := range c.Paths {
+			c.Paths[i].Session.NOPInterval, c.Paths[i].Session.NOPTimeout = 2*time.Second, 2*time.Second
+		}
+	})
+	var worst time.Duration
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				start := time.Now()
+				if err := x.rw(int64(w*100+i*2), 1, byte(w)); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				worst = max(worst, time.Since(start))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if muted.IsZero() {
+		t.Fatal("path 1 never went silent")
+	}
+	t.Logf("worst write+read across the silent path: %v", worst)
+	if worst > 5*time.Second {
+		t.Errorf("a command waited %v for the failover, want at most 5 s", worst)
+	}
+	if p := x.m.Paths()[0]; p.State == initiator.PathUp && p.Nexus.Faults == 0 {
+		t.Errorf("the silent path was never declared down: %+v", p)
+	}
+}
