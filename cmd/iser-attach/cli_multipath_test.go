@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/iser-attach/iser-attach/initiator/iscsitest"
+	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/textkey"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -92,5 +97,83 @@ func TestServeMultipath(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("serve's log lacks %q", want)
 		}
+	}
+}
+
+// TestServeAllPortals: serve --all-portals with one portal logs in through
+// every portal SendTargets lists for the target too, one path each (tgt
+// lists only the portal asked, so the target here is iscsitest's: two
+// ports of one LU, each answering SendTargets with both).
+func TestServeAllPortals(t *testing.T) {
+	const iqn = "iqn.2026-11.test:all-portals"
+	lu := iscsitest.NewSharedLU(2048, 0x77, false)
+	var addrs [2]string
+	ready := make(chan struct{})
+	for i := range addrs {
+		port := lu.Port(uint16(i+1), 1)
+		addrs[i], _ = iscsitest.Listen(t, func(tg *iscsitest.Target, req *pdu.PDU) []iscsitest.Reply {
+			if req.BHS.Opcode() != pdu.OpTextReq {
+				return port(tg, req)
+			}
+			<-ready
+			tg.Ack(req)
+			var tr pdu.TextRequest
+			_ = tr.Unmarshal(&req.BHS)
+			r := pdu.TextResponse{Final: true, ITT: tr.ITT, TTT: 0xffffffff, TargetSNs: tg.SNs(true)}
+			return []iscsitest.Reply{{PDU: pdu.NewPDU(&r, textkey.Encode([]textkey.KV{{Key: "TargetName", Value: iqn},
+				{Key: "TargetAddress", Value: addrs[0] + ",1"}, {Key: "TargetAddress", Value: addrs[1] + ",1"}}))}}
+		})
+	}
+	close(ready)
+	sock := filepath.Join(t.TempDir(), "nbd.sock")
+	cmd, logs, exited := startBinary(t, "--initiator-name", initiatorIQN, "serve", "--portal", addrs[0], "--target", iqn,
+		"--lun", "0", "--transport", "tcp", "--listen", "unix:"+sock, "--all-portals")
+	defer func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("serve log:\n%s", logs.String())
+		}
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("serve exited: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if i == 100 {
+			t.Fatal("no socket after 10 s")
+		}
+	}
+	out, errs, err := run(t, nil, "list", "--json")
+	if err != nil {
+		t.Fatalf("list --json: %v\n%s", err, errs)
+	}
+	var all []struct {
+		PID   int                 `json:"pid"`
+		Paths []volume.PathStatus `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &all); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, out)
+	}
+	var portals []string
+	for _, e := range all {
+		if e.PID != cmd.Process.Pid {
+			continue
+		}
+		for _, p := range e.Paths {
+			if p.State != "up" {
+				t.Errorf("path %+v not up", p)
+			}
+			portals = append(portals, p.Portal)
+		}
+	}
+	if len(portals) != 2 || portals[0] != addrs[0] || portals[1] != addrs[1] {
+		t.Fatalf("paths %v, want %v", portals, addrs)
+	}
+	if !strings.Contains(logs.String(), "--all-portals: portal added") {
+		t.Errorf("no log line for the portal added")
 	}
 }

@@ -73,6 +73,7 @@ func attachCommand() *cli.Command {
 		Usage:     "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
 		ArgsUsage: "[NAME]", // a configured volume: the same as --volume NAME
 		Flags: append(append(targetFlags(), sessionFlags()...),
+			&cli.BoolFlag{Name: "all-portals", Usage: "also log in through every other portal SendTargets lists for the target (a path each)"},
 			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
 			&cli.StringFlag{Name: "name", Usage: "volume name (default: from the target IQN and LUN)"},

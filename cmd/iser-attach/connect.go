@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,7 +18,7 @@ import (
 // logs in to a target (info, serve, attach).
 func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port, [v6]:port, each optionally ,TPGT as iscsiadm prints it (10.0.0.1:3260,1: the login checks the target's portal group tag); port 3260 by default; repeat for more portals, tried in turn on recovery"},
+		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port, [v6]:port, each optionally ,TPGT as iscsiadm prints it (10.0.0.1:3260,1: the login checks the target's portal group tag); port 3260 by default; repeat for more portals: a path each (multipath)"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN"},
 		&cli.UintFlag{Name: "lun", Usage: "logical unit number (tgt's LUN 0 is its controller)", DefaultText: "the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
@@ -73,6 +74,40 @@ type lunSpec struct {
 	// NoPathTimeout is how long a multipath LUN's I/O waits while no path
 	// is usable; negative means ReplacementTimeout.
 	NoPathTimeout time.Duration
+	// AllPortals adds, before the login, every portal SendTargets lists
+	// for the target (--all-portals).
+	AllPortals bool
+}
+
+// addDiscoveredPortals asks the spec's portals for the target's portals
+// (SendTargets) and adds those it lacks, each with the portal group tag
+// reported. A portal whose discovery fails is logged and skipped.
+func (sp *lunSpec) addDiscoveredPortals(ctx context.Context) {
+	given := append([]string(nil), sp.Portals...)
+	for _, addr := range given {
+		dctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout)
+		targets, err := discovery.SendTargets(dctx, discovery.Config{Portal: addr, InitiatorName: sp.InitiatorName,
+			CHAP: sp.CHAP, Logger: logger})
+		cancel()
+		if err != nil {
+			logger.Warn().Err(err).Str("portal", addr).Msg("--all-portals: discovery failed on this portal")
+			continue
+		}
+		for _, t := range targets {
+			if t.Name != sp.Target {
+				continue
+			}
+			for _, p := range t.Portals {
+				if slices.Contains(sp.Portals, p.String()) {
+					continue
+				}
+				sp.Portals = append(sp.Portals, p.String())
+				sp.PortalTags = append(sp.PortalTags, p.GroupTag)
+				logger.Info().Str("portal", p.String()).Str("target", sp.Target).Str("from", addr).
+					Msg("--all-portals: portal added")
+			}
+		}
+	}
 }
 
 // portalAddr parses a PORTAL argument (host[:port][,tpgt]) into host:port
@@ -118,6 +153,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
 		sp.NoPathTimeout = noPathTimeout(c)
 	}
+	sp.AllPortals = hasFlag(c, "all-portals") && c.Bool("all-portals")
 	for _, p := range c.StringSlice("portal") {
 		if err := sp.addPortal(p); err != nil {
 			return nil, usageErrorf(c, "--portal: %v", err)
@@ -203,6 +239,9 @@ func (l *lunConn) Close() error { return l.nx.Close() }
 // volume name its ISID comes from the name, so a restarted attach
 // reinstates the session its predecessor left.
 func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
+	if sp.AllPortals {
+		sp.addDiscoveredPortals(ctx)
+	}
 	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
 	defer cancel()
 	nx, log, err := loginSpec(lctx, sp)
