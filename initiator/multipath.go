@@ -36,6 +36,11 @@ type MultipathConfig struct {
 	// RetryDown is the pause between login attempts of a path that was
 	// down at the start (default 2 s).
 	RetryDown time.Duration
+	// ProbeInterval is how often the ALUA state of a path that carries no
+	// I/O for it (standby, unavailable, transitioning) is read again, so
+	// that it takes I/O again when its group becomes active even without
+	// a UNIT ATTENTION (default 2 s).
+	ProbeInterval time.Duration
 	Logger    zerolog.Logger
 }
 
@@ -164,6 +169,9 @@ func DialMultipath(ctx context.Context, cfg MultipathConfig) (*Multipath, error)
 	}
 	if cfg.RetryDown <= 0 {
 		cfg.RetryDown = 2 * time.Second
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 2 * time.Second
 	}
 	m := &Multipath{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}), closed: make(chan struct{})}
 	m.base, m.cancel = context.WithCancel(context.Background())

@@ -464,3 +464,28 @@ func TestMultipathSilentPathFailsOverWithin5s(t *testing.T) {
 		t.Errorf("the silent path was never declared down: %+v", p)
 	}
 }
+
+// TestMultipathStandbyPathFailsBackWithoutUnitAttention: a path in
+// standby is probed (REPORT TARGET PORT GROUPS) every probe interval, so
+// it takes I/O again once its group is active even when the target raises
+// no UNIT ATTENTION.
+func TestMultipathStandbyPathFailsBackWithoutUnitAttention(t *testing.T) {
+	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
+	x := dialMP(t, twoPorts(lu, 1, 2), func(c *initiator.MultipathConfig) { c.ProbeInterval = 100 * time.Millisecond })
+	lu.SetState(1, scsi.AccessStandby, false)
+	if err := x.rw(0, 8, 1); err != nil {
+		t.Fatal(err)
+	}
+	x.waitState(0, initiator.PathStandby)
+	lu.SetState(1, scsi.AccessActiveOptimized, false)
+	start := time.Now()
+	x.waitState(0, initiator.PathUp)
+	t.Logf("back up %v after its group became active", time.Since(start))
+	before := x.ios()
+	if err := x.rw(20, 8, 2); err != nil {
+		t.Fatal(err)
+	}
+	if after := x.ios(); after[0] == before[0] {
+		t.Errorf("path 0 took no I/O after failback (%v -> %v)", before, after)
+	}
+}
