@@ -41,7 +41,7 @@ type MultipathConfig struct {
 	// that it takes I/O again when its group becomes active even without
 	// a UNIT ATTENTION (default 2 s).
 	ProbeInterval time.Duration
-	Logger    zerolog.Logger
+	Logger        zerolog.Logger
 }
 
 // ErrNoPath is wrapped by the error of I/O that found no usable path for
