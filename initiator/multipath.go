@@ -147,6 +147,7 @@ type Multipath struct {
 	refreshing   atomic.Bool // a refresh goroutine runs
 	refreshAgain atomic.Bool // a refresh was asked for meanwhile
 	resets       atomic.Uint64
+	noPathSince  atomic.Int64 // UnixNano when I/O last found no usable path, 0 since one was
 
 	closed    chan struct{}
 	base      context.Context // cancelled by Close
@@ -425,6 +426,9 @@ func (m *Multipath) Status() NexusStatus {
 	}
 	if st.State == NexusUp {
 		st.DownSince = time.Time{}
+	} else if since := m.noPathSince.Load(); st.State == NexusRecovering && since != 0 &&
+		time.Since(time.Unix(0, since)) > m.cfg.NoPathTimeout {
+		st.State = NexusFailed // I/O fails with EIO until a path is back
 	}
 	if st.Portal == "" {
 		st.Portal = m.paths[0].portal

@@ -303,6 +303,9 @@ func TestMultipathNoPathTimeout(t *testing.T) {
 			t.Errorf("async %v: failed after %v, want about the 700ms no-path timeout", async, d)
 		}
 	}
+	if st := x.m.Status(); st.State != initiator.NexusFailed {
+		t.Errorf("multipath state %v after the no-path timeout, want failed", st.State)
+	}
 }
 
 // TestMultipathStaleWriteIsFenced: a write stalls on path 1 (silent: no
