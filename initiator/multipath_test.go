@@ -492,3 +492,27 @@ func TestMultipathStandbyPathFailsBackWithoutUnitAttention(t *testing.T) {
 		t.Errorf("path 0 took no I/O after failback (%v -> %v)", before, after)
 	}
 }
+
+// TestMultipathPathDownAtLoginJoinsLater: a path whose portal refuses the
+// first login does not stop the volume; it is tried again in the
+// background and carries I/O once it logs in and passes its check.
+func TestMultipathPathDownAtLoginJoinsLater(t *testing.T) {
+	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
+	lu.SetDown(2, true)
+	x := dialMP(t, twoPorts(lu, 1, 2), nil)
+	if p := x.m.Paths()[1]; p.State != initiator.PathDown || p.LastError == "" {
+		t.Fatalf("path 1 at login: %+v", p)
+	}
+	if err := x.rw(0, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	lu.SetDown(2, false)
+	x.waitState(1, initiator.PathUp)
+	before := x.ios()
+	if err := x.rw(10, 8, 2); err != nil {
+		t.Fatal(err)
+	}
+	if after := x.ios(); after[1] == before[1] {
+		t.Errorf("the late path took no I/O (%v -> %v)", before, after)
+	}
+}
