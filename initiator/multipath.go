@@ -93,7 +93,7 @@ type PathStatus struct {
 	InFlight  int64
 	Failovers uint64 // commands moved from this path to another
 	LastError string
-	Nexus     NexusStatus // zero while the path never logged in
+	Nexus     NexusStatus // recovering, and nothing else, while the path never logged in
 }
 
 // accessUnknown is a path's ALUA state before it is read, or without ALUA:
@@ -381,6 +381,7 @@ func (m *Multipath) Paths() []PathStatus {
 		p.mu.Lock()
 		st.Group, st.Preferred, st.LastError = p.group, p.preferred, p.lastErr
 		p.mu.Unlock()
+		st.Nexus.State = NexusRecovering // never logged in yet
 		if nx := p.nx.Load(); nx != nil {
 			st.Nexus = nx.Status()
 			if st.Nexus.LastError != nil && st.LastError == "" {

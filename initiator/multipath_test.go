@@ -500,7 +500,7 @@ func TestMultipathPathDownAtLoginJoinsLater(t *testing.T) {
 	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
 	lu.SetDown(2, true)
 	x := dialMP(t, twoPorts(lu, 1, 2), nil)
-	if p := x.m.Paths()[1]; p.State != initiator.PathDown || p.LastError == "" {
+	if p := x.m.Paths()[1]; p.State != initiator.PathDown || p.LastError == "" || p.Nexus.State == initiator.NexusUp {
 		t.Fatalf("path 1 at login: %+v", p)
 	}
 	if err := x.rw(0, 4, 1); err != nil {
