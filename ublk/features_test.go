@@ -100,3 +100,33 @@ func TestProbeWithoutDriver(t *testing.T) {
 		t.Errorf("table without the driver:\n%s", b.String())
 	}
 }
+
+type sizedBackend struct {
+	Backend
+	bs uint32
+}
+
+func (b sizedBackend) BlockSize() uint32 { return b.bs }
+
+// Resize on a driver without UBLK_F_UPDATE_SIZE fails at once, naming the
+// feature and the release, without a command; sizes that are not whole
+// blocks are refused; the command carries 512-byte sectors.
+func TestResizeRefused(t *testing.T) {
+	d := &Device{id: 3, features: 0x3ff, b: sizedBackend{bs: 4096}}
+	err := d.Resize(t.Context(), 1<<30)
+	var ke *KernelError
+	if !errors.As(err, &ke) || ke.Feature != "UBLK_F_UPDATE_SIZE" ||
+		err.Error() != "ublk resize dev 3: ublk: kernel lacks UBLK_F_UPDATE_SIZE (needs Linux >= 6.16)" {
+		t.Fatalf("Resize without the feature: %v", err)
+	}
+	d.features |= FlagUpdateSize
+	for _, size := range []int64{0, -4096, 4096*10 + 512} {
+		if err := d.Resize(t.Context(), size); err == nil || !strings.Contains(err.Error(), "not a positive multiple of 4096") {
+			t.Errorf("Resize(%d) = %v", size, err)
+		}
+	}
+	q := updateSizeReq(3, 3<<30)
+	if q.data != 3<<30/512 || q.devID != 3 || q.cmdOp != uCmdUpdateSize || q.in != nil || q.outLen != 0 {
+		t.Errorf("UPDATE_SIZE request %+v", q)
+	}
+}
