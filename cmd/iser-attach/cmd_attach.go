@@ -346,6 +346,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 			LUN: info.Number, Transport: ns.Transport, Frontend: sp.Frontend, PID: os.Getpid(), WWN: info.WWN,
 			Initiator: sp.InitiatorName, ReadOnly: sp.ReadOnly || info.WriteProtected,
 			Since: time.Now().UTC().Format(time.RFC3339)}}
+	resizer{rescan: l.Rescan, dev: dev}.followCapacity(l.OnCapacityChange, name)
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
 		// A device taken over (ublk recovery) may be mounted: leave it to

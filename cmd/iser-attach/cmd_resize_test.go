@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/ublk"
+)
+
+// fakeDev is a frontend device; with resizable it implements
+// resizableDevice, canErr being its CanResize.
+type fakeDev struct {
+	path    string
+	canErr  error
+	resized []int64
+}
+
+func (f *fakeDev) Path() string                     { return f.path }
+func (f *fakeDev) Detach(ctx context.Context) error { return nil }
+
+type fakeResizable struct{ *fakeDev }
+
+func (f fakeResizable) CanResize() error { return f.canErr }
+func (f fakeResizable) Resize(ctx context.Context, size int64) error {
+	f.resized = append(f.resized, size)
+	return nil
+}
+
+type fakeRescan struct {
+	n        int
+	from, to int64
+}
+
+func (f *fakeRescan) rescan(ctx context.Context) (int64, int64, error) {
+	f.n++
+	return f.from, f.to, nil
+}
+
+// resize: the LUN read again and the device set to its new size; refused
+// in one line, before the LUN is read, by a frontend that cannot resize
+// (nbd) or a kernel without UBLK_F_UPDATE_SIZE.
+func TestResizeVolume(t *testing.T) {
+	ctx := t.Context()
+	rs := &fakeRescan{from: 1 << 30, to: 3 << 30}
+	nbdDev := &fakeDev{path: "/dev/nbd0"}
+	if _, err := (resizer{rescan: rs.rescan, dev: nbdDev}).resize(ctx); err == nil ||
+		err.Error() != "resize /dev/nbd0: the frontend cannot change the device's size (only ublk can)" || rs.n != 0 {
+		t.Fatalf("nbd: %v, %d rescans", err, rs.n)
+	}
+	old := fakeResizable{&fakeDev{path: "/dev/ublkb0", canErr: ublk.ErrNoResize}}
+	_, err := (resizer{rescan: rs.rescan, dev: old}).resize(ctx)
+	if err == nil || err.Error() != "resize /dev/ublkb0: ublk: kernel lacks UBLK_F_UPDATE_SIZE (needs Linux >= 6.16)" || rs.n != 0 {
+		t.Fatalf("without UPDATE_SIZE: %v, %d rescans", err, rs.n)
+	}
+	dev := fakeResizable{&fakeDev{path: "/dev/ublkb1"}}
+	res, err := (resizer{rescan: rs.rescan, dev: dev}).resize(ctx)
+	if err != nil || res.OldSize != 1<<30 || res.NewSize != 3<<30 || res.Device != "/dev/ublkb1" ||
+		fmt.Sprint(dev.resized) != fmt.Sprint([]int64{3 << 30}) {
+		t.Fatalf("resize: %+v %v, device resized to %v", res, err, dev.resized)
+	}
+}
+
+// A capacity change the LUN noticed (UNIT ATTENTION 2A/09) resizes the
+// device; a device that cannot resize keeps its size (a warning).
+func TestFollowCapacity(t *testing.T) {
+	var f initiator.CapacityFunc
+	register := func(g initiator.CapacityFunc) { f = g }
+	dev := fakeResizable{&fakeDev{path: "/dev/ublkb2"}}
+	resizer{dev: dev}.followCapacity(register, "vol")
+	if f == nil {
+		t.Fatal("no capacity callback registered")
+	}
+	f(1<<30, 5<<30)
+	if fmt.Sprint(dev.resized) != fmt.Sprint([]int64{5 << 30}) {
+		t.Fatalf("device resized to %v", dev.resized)
+	}
+	old := fakeResizable{&fakeDev{path: "/dev/ublkb3", canErr: ublk.ErrNoResize}}
+	resizer{dev: old}.followCapacity(register, "vol")
+	f(1<<30, 5<<30)
+	if len(old.resized) != 0 {
+		t.Fatalf("resized without UPDATE_SIZE: %v", old.resized)
+	}
+	if !errors.Is(old.canErr, ublk.ErrNoResize) || !strings.Contains(old.canErr.Error(), "6.16") {
+		t.Fatal(old.canErr)
+	}
+}
