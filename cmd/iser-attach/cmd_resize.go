@@ -32,7 +32,27 @@ func (u *ublkDevice) CanResize() error {
 	return nil
 }
 
-func (u *ublkDevice) Resize(ctx context.Context, size int64) error { return u.d.Resize(ctx, size) }
+// Resize sets the device's size and records it in the volume's state file,
+// whose LUN size the next attach's takeover checks.
+func (u *ublkDevice) Resize(ctx context.Context, size int64) error {
+	if err := u.d.Resize(ctx, size); err != nil {
+		return err
+	}
+	return recordSize(u.name, size)
+}
+
+// recordSize updates the LUN size in the state file of volume name.
+func recordSize(name string, size int64) error {
+	st, ok := volume.ReadState(name)
+	if !ok {
+		return nil
+	}
+	st.LUN.Size = size
+	if err := volume.WriteState(name, st); err != nil {
+		return fmt.Errorf("record the new size: %w", err)
+	}
+	return nil
+}
 
 // resizer is what a volume's resize needs: the LUN (read its capacity
 // again) and the device.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
+	"github.com/iser-attach/iser-attach/volume"
 )
 
 // fakeDev is a frontend device; with resizable it implements
@@ -86,5 +87,29 @@ func TestFollowCapacity(t *testing.T) {
 	}
 	if !errors.Is(old.canErr, ublk.ErrNoResize) || !strings.Contains(old.canErr.Error(), "6.16") {
 		t.Fatal(old.canErr)
+	}
+}
+
+// After a resize the state file records the new size: the next attach's
+// takeover checks the LUN's size against it.
+func TestRecordSize(t *testing.T) {
+	old := volume.RunDir
+	volume.RunDir = t.TempDir()
+	t.Cleanup(func() { volume.RunDir = old })
+	if err := recordSize("none", 1<<30); err != nil {
+		t.Fatalf("no state file: %v", err)
+	}
+	id := volume.Identity{WWN: "naa.1", Size: 1 << 30, BlockSize: 512, Target: "iqn.t", Number: 0}
+	if err := volume.WriteState("v", volume.State{Frontend: "ublk", ID: 4, Device: "/dev/ublkb4", LUN: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := recordSize("v", 3<<30); err != nil {
+		t.Fatal(err)
+	}
+	st, ok := volume.ReadState("v")
+	grown := id
+	grown.Size = 3 << 30
+	if !ok || st.LUN != grown || st.ID != 4 || st.LUN.Check(grown) != nil {
+		t.Fatalf("state after resize: %+v", st)
 	}
 }
