@@ -396,6 +396,27 @@ func (d *Device) Stop(ctx context.Context) error {
 	return d.endErr
 }
 
+// ErrOpen is wrapped by StopIfUnused when the kernel refused to stop the
+// device because it is open.
+var ErrOpen = errors.New("the block device is open")
+
+// StopIfUnused is Stop, made safe against a user who opens the device at the
+// last moment where the driver offers UBLK_F_SAFE_STOP_DEV (Linux >= 7.0):
+// UBLK_U_CMD_TRY_STOP_DEV stops the device only while nobody has the disk
+// open, and no open succeeds after it; while it is open it fails with
+// ErrOpen (EBUSY) and the device stays served. Without the feature it is
+// Stop: the caller's own check for users is all there is.
+func (d *Device) StopIfUnused(ctx context.Context) error {
+	if d.features&FlagSafeStopDev != 0 {
+		err := d.ctrl.simple(ctx, "TRY_STOP_DEV", uCmdTryStopDev, uint32(d.id), 0)
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("ublk stop: %w: %w", ErrOpen, err)
+		}
+		// Any other failure: Stop decides (it may have been stopped already).
+	}
+	return d.Stop(ctx)
+}
+
 // Close is Stop with a 30-second limit.
 func (d *Device) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -40,7 +40,7 @@ var KnownFeatures = []Feature{
 	{FlagBufRegOffDaemon, "UBLK_F_BUF_REG_OFF_DAEMON", "not used (no buffer registration)", "-"},
 	{FlagBatchIO, "UBLK_F_BATCH_IO", "not used: one FETCH/COMMIT per request", "-"},
 	{FlagIntegrity, "UBLK_F_INTEGRITY", "not used: no protection information", "-"},
-	{FlagSafeStopDev, "UBLK_F_SAFE_STOP_DEV", "not used: detach checks openers itself", "-"},
+	{FlagSafeStopDev, "UBLK_F_SAFE_STOP_DEV", "used: detach stops only an unopened device (TRY_STOP_DEV)", "detach relies on its own check for users"},
 	{FlagNoAutoPartScan, "UBLK_F_NO_AUTO_PART_SCAN", "not used: the kernel scans partitions", "-"},
 	{FlagShmemZC, "UBLK_F_SHMEM_ZC", "not used", "-"},
 }

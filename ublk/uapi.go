@@ -54,6 +54,7 @@ const (
 	cmdGetDevInfo2       = 0x12
 	cmdGetFeatures       = 0x13
 	cmdUpdateSize        = 0x15
+	cmdTryStopDev        = 0x17
 	ioFetchReq           = 0x20
 	ioCommitAndFetchReq  = 0x21
 	ioNeedGetData        = 0x22
@@ -72,6 +73,7 @@ var (
 	uCmdEndUserRecovery   = iowr(ublkIOCType, cmdEndUserRecovery, sizeofCtrlCmd)
 	uCmdGetFeatures       = ior(ublkIOCType, cmdGetFeatures, sizeofCtrlCmd)
 	uCmdUpdateSize        = iowr(ublkIOCType, cmdUpdateSize, sizeofCtrlCmd)
+	uCmdTryStopDev        = iowr(ublkIOCType, cmdTryStopDev, sizeofCtrlCmd)
 )
 
 // I/O commands (UBLK_U_IO_*), sent on /dev/ublkcN.

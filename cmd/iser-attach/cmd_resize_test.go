@@ -113,3 +113,39 @@ func TestRecordSize(t *testing.T) {
 		t.Fatalf("state after resize: %+v", st)
 	}
 }
+
+type fakeSafeStop struct {
+	*fakeDev
+	err   error
+	calls int
+}
+
+func (f *fakeSafeStop) StopIfUnused(ctx context.Context) error {
+	f.calls++
+	return f.err
+}
+
+// A detach without --force, or a signal, lets the kernel refuse to stop a
+// device opened at the last moment (UBLK_F_SAFE_STOP_DEV); --force and
+// devices without it skip the kernel's check; any other failure is left to
+// the removal that follows.
+func TestStopIfUnused(t *testing.T) {
+	open := &fakeSafeStop{fakeDev: &fakeDev{path: "/dev/ublkb0"}, err: fmt.Errorf("ublk stop: %w", ublk.ErrOpen)}
+	a := &attached{dev: open}
+	if err := a.stopIfUnused(&detachReq{}); !errors.Is(err, ublk.ErrOpen) || open.calls != 1 {
+		t.Fatalf("detach of an open device: %v, %d calls", err, open.calls)
+	}
+	if err := a.stopIfUnused(nil); !errors.Is(err, ublk.ErrOpen) || open.calls != 2 {
+		t.Fatalf("signal with an open device: %v", err)
+	}
+	if err := a.stopIfUnused(&detachReq{force: true}); err != nil || open.calls != 2 {
+		t.Fatalf("forced detach: %v, %d calls", err, open.calls)
+	}
+	open.err = errors.New("ublk stop: control closed")
+	if err := a.stopIfUnused(&detachReq{}); err != nil {
+		t.Fatalf("other failure: %v", err)
+	}
+	if err := (&attached{dev: &fakeDev{path: "/dev/nbd0"}}).stopIfUnused(&detachReq{}); err != nil {
+		t.Fatalf("nbd: %v", err)
+	}
+}
