@@ -36,17 +36,18 @@ func featureLine(t *testing.T, table, name string) string {
 	return ""
 }
 
-// A fake GET_FEATURES mask: 6.12's (bits 0-9, as the VM lab measured) shows
-// UPDATE_SIZE not offered and resize refused; with bit 10 and an unknown bit
-// 40 added, UPDATE_SIZE is used and the unknown bit is named.
+// A fake GET_FEATURES mask: 6.12's (0x1fe, bits 1-8, as the VM lab's
+// 6.12.107 answers) shows UPDATE_SIZE not offered and resize refused; with
+// bit 10 and an unknown bit 40 added, UPDATE_SIZE is used and the unknown
+// bit is named.
 func TestFeatureTable(t *testing.T) {
 	var b strings.Builder
-	k := KernelInfo{Release: "6.12.57+deb12-amd64", Features: 0x3ff, Probed: true}
+	k := KernelInfo{Release: "6.12.107+deb12-amd64", Features: 0x1fe, Probed: true}
 	if err := k.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if !strings.HasPrefix(out, "kernel: Linux 6.12.57+deb12-amd64\nublk: GET_FEATURES 0x3ff\n") {
+	if !strings.HasPrefix(out, "kernel: Linux 6.12.107+deb12-amd64\nublk: GET_FEATURES 0x1fe\n") {
 		t.Errorf("header:\n%s", out)
 	}
 	if l := featureLine(t, out, "UBLK_F_UPDATE_SIZE"); !strings.Contains(l, " no ") || !strings.Contains(l, "resize refused") {
@@ -112,7 +113,7 @@ func (b sizedBackend) BlockSize() uint32 { return b.bs }
 // feature and the release, without a command; sizes that are not whole
 // blocks are refused; the command carries 512-byte sectors.
 func TestResizeRefused(t *testing.T) {
-	d := &Device{id: 3, features: 0x3ff, b: sizedBackend{bs: 4096}}
+	d := &Device{id: 3, features: 0x1fe, b: sizedBackend{bs: 4096}}
 	err := d.Resize(t.Context(), 1<<30)
 	var ke *KernelError
 	if !errors.As(err, &ke) || ke.Feature != "UBLK_F_UPDATE_SIZE" ||

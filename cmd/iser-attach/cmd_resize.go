@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,6 +55,8 @@ func recordSize(name string, size int64) error {
 	return nil
 }
 
+var errNoResizeFrontend = errors.New("the frontend cannot change the device's size (only ublk can)")
+
 // resizer is what a volume's resize needs: the LUN (read its capacity
 // again) and the device.
 type resizer struct {
@@ -62,25 +65,23 @@ type resizer struct {
 }
 
 // resize reads the LUN's capacity again and sets the device's size to it.
-// A frontend that cannot resize refuses before the LUN is read.
+// A frontend that cannot resize refuses before the LUN is read. Errors do
+// not name the device: the caller (resize's reply) does.
 func (r resizer) resize(ctx context.Context) (volume.Resize, error) {
 	res := volume.Resize{Device: r.dev.Path()}
 	rd, ok := r.dev.(resizableDevice)
 	if !ok {
-		return res, fmt.Errorf("resize %s: the frontend cannot change the device's size (only ublk can)", r.dev.Path())
+		return res, errNoResizeFrontend
 	}
 	if err := rd.CanResize(); err != nil {
-		return res, fmt.Errorf("resize %s: %w", r.dev.Path(), err)
+		return res, err
 	}
 	oldSize, newSize, err := r.rescan(ctx)
 	res.OldSize, res.NewSize = oldSize, newSize
 	if err != nil {
-		return res, fmt.Errorf("resize %s: %w", r.dev.Path(), err)
+		return res, err
 	}
-	if err := rd.Resize(ctx, newSize); err != nil {
-		return res, fmt.Errorf("resize %s: %w", r.dev.Path(), err)
-	}
-	return res, nil
+	return res, rd.Resize(ctx, newSize)
 }
 
 // followCapacity resizes the device when the LUN says its capacity changed
@@ -90,7 +91,7 @@ func (r resizer) followCapacity(onChange func(initiator.CapacityFunc), volumeNam
 		log := logger.With().Str("volume", volumeName).Str("device", r.dev.Path()).
 			Int64("old_size", oldSize).Int64("new_size", newSize).Logger()
 		rd, ok := r.dev.(resizableDevice)
-		err := fmt.Errorf("the frontend cannot change the device's size (only ublk can)")
+		err := errNoResizeFrontend
 		if ok {
 			err = rd.CanResize()
 		}
@@ -132,7 +133,7 @@ func resizeCommand() *cli.Command {
 				return err
 			}
 			if !resp.OK || resp.Resize == nil {
-				return fmt.Errorf("resize %s: %s", st.Name, resp.Error)
+				return fmt.Errorf("resize %s (%s): %s", st.Name, st.Device, resp.Error)
 			}
 			r := resp.Resize
 			fmt.Fprintf(c.App.Writer, "%s (%s): %d -> %d bytes\n", st.Name, r.Device, r.OldSize, r.NewSize)

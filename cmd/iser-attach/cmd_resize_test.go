@@ -49,12 +49,12 @@ func TestResizeVolume(t *testing.T) {
 	rs := &fakeRescan{from: 1 << 30, to: 3 << 30}
 	nbdDev := &fakeDev{path: "/dev/nbd0"}
 	if _, err := (resizer{rescan: rs.rescan, dev: nbdDev}).resize(ctx); err == nil ||
-		err.Error() != "resize /dev/nbd0: the frontend cannot change the device's size (only ublk can)" || rs.n != 0 {
+		err.Error() != "the frontend cannot change the device's size (only ublk can)" || rs.n != 0 {
 		t.Fatalf("nbd: %v, %d rescans", err, rs.n)
 	}
 	old := fakeResizable{&fakeDev{path: "/dev/ublkb0", canErr: ublk.ErrNoResize}}
 	_, err := (resizer{rescan: rs.rescan, dev: old}).resize(ctx)
-	if err == nil || err.Error() != "resize /dev/ublkb0: ublk: kernel lacks UBLK_F_UPDATE_SIZE (needs Linux >= 6.16)" || rs.n != 0 {
+	if err == nil || err.Error() != "ublk: kernel lacks UBLK_F_UPDATE_SIZE (needs Linux >= 6.16)" || rs.n != 0 {
 		t.Fatalf("without UPDATE_SIZE: %v, %d rescans", err, rs.n)
 	}
 	dev := fakeResizable{&fakeDev{path: "/dev/ublkb1"}}
