@@ -295,18 +295,24 @@ func (a *attached) Detach(ctx context.Context, force bool) error {
 // with UBLK_F_SAFE_STOP_DEV): the kernel decides, closing the moment
 // between volume.InUse's check and the removal.
 type safeStopper interface {
+	// SafeStop says whether the kernel can refuse (ublk: the driver offers
+	// UBLK_F_SAFE_STOP_DEV); without it the removal keeps its usual place
+	// in detachVolume.
+	SafeStop() bool
 	StopIfUnused(ctx context.Context) error
 }
+
+func (u *ublkDevice) SafeStop() bool { return u.d.Features()&ublk.FlagSafeStopDev != 0 }
 
 func (u *ublkDevice) StopIfUnused(ctx context.Context) error { return u.d.StopIfUnused(ctx) }
 
 // stopIfUnused, for a detach without --force or a signal (req nil), stops
 // a safeStopper device unless it is open; it fails only when the kernel
-// refused because it is (the device stays served). Other devices, and a
-// forced detach, are left to detachVolume.
+// refused because it is (the device stays served). Other devices (ublk
+// without the feature, nbd), and a forced detach, are left to detachVolume.
 func (a *attached) stopIfUnused(req *detachReq) error {
 	sd, ok := a.dev.(safeStopper)
-	if !ok || req != nil && req.force {
+	if !ok || !sd.SafeStop() || req != nil && req.force {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

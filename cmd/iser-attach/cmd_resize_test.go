@@ -116,9 +116,12 @@ func TestRecordSize(t *testing.T) {
 
 type fakeSafeStop struct {
 	*fakeDev
-	err   error
-	calls int
+	err     error
+	calls   int
+	without bool // the kernel lacks the feature
 }
+
+func (f *fakeSafeStop) SafeStop() bool { return !f.without }
 
 func (f *fakeSafeStop) StopIfUnused(ctx context.Context) error {
 	f.calls++
@@ -127,8 +130,8 @@ func (f *fakeSafeStop) StopIfUnused(ctx context.Context) error {
 
 // A detach without --force, or a signal, lets the kernel refuse to stop a
 // device opened at the last moment (UBLK_F_SAFE_STOP_DEV); --force and
-// devices without it skip the kernel's check; any other failure is left to
-// the removal that follows.
+// devices or kernels without it skip the kernel's check; any other failure
+// is left to the removal that follows.
 func TestStopIfUnused(t *testing.T) {
 	open := &fakeSafeStop{fakeDev: &fakeDev{path: "/dev/ublkb0"}, err: fmt.Errorf("ublk stop: %w", ublk.ErrOpen)}
 	a := &attached{dev: open}
@@ -147,5 +150,11 @@ func TestStopIfUnused(t *testing.T) {
 	}
 	if err := (&attached{dev: &fakeDev{path: "/dev/nbd0"}}).stopIfUnused(&detachReq{}); err != nil {
 		t.Fatalf("nbd: %v", err)
+	}
+	// ublk without UBLK_F_SAFE_STOP_DEV (6.12): not called, the removal
+	// stays where it was (detachVolume).
+	old := &fakeSafeStop{fakeDev: &fakeDev{path: "/dev/ublkb1"}, without: true}
+	if err := (&attached{dev: old}).stopIfUnused(&detachReq{}); err != nil || old.calls != 0 {
+		t.Fatalf("without the feature: %v, %d calls", err, old.calls)
 	}
 }
