@@ -55,10 +55,11 @@ e2e: build build-nocgo test-bins deb
 
 # The compact suite on the 7.x guest (kernels.conf's line 7.*): the lab's baseline (00, 10,
 # 20), ublk and NBD cycles (70, 71), recovery (73), the interop row of LIO over iSER with mutual
-# CHAP (79), the soak's daemon-term fault 3 times (80), SIGTERM takeover in 6 cycles (81); then
+# CHAP (79), the soak's daemon-term fault 3 times (80), SIGTERM takeover in 6 cycles (81), online
+# resize (83-ublk-resize: UBLK_F_UPDATE_SIZE); then
 # quick figures: bench's kernel ib_iser, ublk and NBD over iSER, 2 s per workload (not the goals'
 # measurement: make bench-vm VMLAB_KERNEL=7.2 is).
-E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 80-* 81-*
+E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 80-* 81-* 83-ublk-resize.sh
 E2E7_WORKLOADS ?= 4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 \
 	4k-randread-qd1:randread:4k:1 4k-randread-qd32-2jobs:randread:4k:32:2 1m-seqread-qd8:read:1M:8 \
 	1m-seqwrite-qd8:write:1M:8

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +63,10 @@ type LUN struct {
 	retries int
 	ws      writeSameState
 	wc      writeCache
+	// blocks is the capacity in logical blocks, info.Blocks as last read
+	// (READ CAPACITY again on resize or UNIT ATTENTION 2A/09).
+	blocks atomic.Uint64
+	cap    capacityWatch
 }
 
 var (
@@ -91,6 +96,7 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	if err := l.probe(ctx); err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)
 	}
+	l.blocks.Store(l.info.Blocks)
 	if rn, ok := s.(reinstateNotifier); ok {
 		rn.OnReinstated(l.reprobeWriteCache)
 	}
@@ -101,6 +107,7 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 func (l *LUN) Info() LUNInfo {
 	i := l.info
 	i.WriteCache = l.wc.target.Load()
+	i.Blocks = l.blocks.Load()
 	return i
 }
 
@@ -240,14 +247,14 @@ func (l *LUN) checkRange(off, length int64) (lba uint64, blocks uint64, err erro
 	if off < 0 || length < 0 || off%bs != 0 || length%bs != 0 {
 		return 0, 0, &ioError{fmt.Errorf("I/O at %d+%d not aligned to %d-byte blocks", off, length, bs), syscall.EINVAL}
 	}
-	if off+length > l.info.Size() || off+length < off {
-		return 0, 0, &ioError{fmt.Errorf("I/O at %d+%d beyond the %d-byte LUN", off, length, l.info.Size()), syscall.EINVAL}
+	if size := l.Size(); off+length > size || off+length < off {
+		return 0, 0, &ioError{fmt.Errorf("I/O at %d+%d beyond the %d-byte LUN", off, length, size), syscall.EINVAL}
 	}
 	return uint64(off / bs), uint64(length / bs), nil
 }
 
 // Size implements blockdev.Backend.
-func (l *LUN) Size() int64 { return l.info.Size() }
+func (l *LUN) Size() int64 { return int64(l.blocks.Load()) * int64(l.info.BlockSize) }
 
 // BlockSize implements blockdev.Backend.
 func (l *LUN) BlockSize() uint32 { return l.info.BlockSize }
@@ -330,7 +337,7 @@ func (l *LUN) rw(ctx context.Context, p []byte, off int64, write, fua bool) erro
 // Flush implements blockdev.Backend with SYNCHRONIZE CACHE over the whole medium.
 func (l *LUN) Flush(ctx context.Context) error {
 	cdb := scsi.SynchronizeCache10(0, 0, false)
-	if l.info.Blocks > 0xffffffff {
+	if l.blocks.Load() > 0xffffffff {
 		cdb = scsi.SynchronizeCache16(0, 0, false)
 	}
 	_, err := l.exec(ctx, cdb, nil, nil)

@@ -118,9 +118,16 @@ func (l *LUN) applyWriteCache(ctx context.Context, wce bool) {
 }
 
 // noticeSense starts a re-probe when the target says its mode parameters
-// changed (UNIT ATTENTION, ASC/ASCQ 2A/01).
+// changed (UNIT ATTENTION, ASC/ASCQ 2A/01), or a re-read of the capacity
+// when it says that changed (2A/09).
 func (l *LUN) noticeSense(se *scsi.SenseError) {
-	if se.UnitAttention() && se.ASC == 0x2a && se.ASCQ == 0x01 {
+	if !se.UnitAttention() || se.ASC != 0x2a {
+		return
+	}
+	switch se.ASCQ {
+	case 0x01:
 		l.reprobeWriteCache()
+	case 0x09:
+		l.rescanOnAttention()
 	}
 }

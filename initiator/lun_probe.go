@@ -25,7 +25,7 @@ func (l *LUN) probe(ctx context.Context) error {
 		return fmt.Errorf("LUN %d is a %s, not a block device", l.info.Number, inq.DeviceType)
 	}
 	l.info.Vendor, l.info.Product, l.info.Revision = inq.Vendor, inq.Product, inq.Revision
-	if err := l.readCapacity(ctx); err != nil {
+	if err := l.readCapacity(ctx, &l.info); err != nil {
 		return err
 	}
 	l.readVPD(ctx)
@@ -42,16 +42,18 @@ func notFound(err error) error {
 	return err
 }
 
-func (l *LUN) readCapacity(ctx context.Context) error {
+// readCapacity fills info's capacity fields from READ CAPACITY(16), or
+// (10) where that fails.
+func (l *LUN) readCapacity(ctx context.Context, info *LUNInfo) error {
 	buf := make([]byte, 32)
 	if r, err := l.exec(ctx, scsi.ReadCapacity16(32), buf, nil); err == nil {
 		c, err := scsi.ParseReadCapacity16(buf[:r.Transferred(len(buf))])
 		if err != nil {
 			return fmt.Errorf("READ CAPACITY(16): %w", err)
 		}
-		l.info.Blocks, l.info.BlockSize = c.Blocks(), c.BlockLength
-		l.info.PhysicalBlockSize = uint32(c.PhysicalBlockLength())
-		l.info.ThinProvisioned, l.info.ZeroesAfterUnmap = c.LBPME, c.LBPRZ
+		info.Blocks, info.BlockSize = c.Blocks(), c.BlockLength
+		info.PhysicalBlockSize = uint32(c.PhysicalBlockLength())
+		info.ThinProvisioned, info.ZeroesAfterUnmap = c.LBPME, c.LBPRZ
 	} else {
 		buf = buf[:8]
 		r, err := l.exec(ctx, scsi.ReadCapacity10(), buf, nil)
@@ -65,13 +67,13 @@ func (l *LUN) readCapacity(ctx context.Context) error {
 		if c.LastLBA == 0xffffffff {
 			return errors.New("READ CAPACITY(10) says the LUN needs READ CAPACITY(16), which failed")
 		}
-		l.info.Blocks, l.info.BlockSize = uint64(c.LastLBA)+1, c.BlockLength
-		l.info.PhysicalBlockSize = c.BlockLength
+		info.Blocks, info.BlockSize = uint64(c.LastLBA)+1, c.BlockLength
+		info.PhysicalBlockSize = c.BlockLength
 	}
-	switch bs := l.info.BlockSize; {
+	switch bs := info.BlockSize; {
 	case bs < 512 || bs > 65536 || bs&(bs-1) != 0:
 		return fmt.Errorf("unsupported logical block size %d", bs)
-	case l.info.Blocks == 0:
+	case info.Blocks == 0:
 		return errors.New("LUN has no blocks")
 	}
 	return nil

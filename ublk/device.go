@@ -25,6 +25,7 @@ type Device struct {
 	info     DevInfo
 	b        Backend
 	ctrl     *control
+	features uint64 // the driver's GET_FEATURES
 	char     *os.File
 	readOnly bool // UBLK_ATTR_READ_ONLY: the queues refuse writes
 	queues   []*queue
@@ -52,10 +53,12 @@ func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := openChecked(ctx)
+	c, features, err := openChecked(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Online resize where the driver has it (Linux >= 6.16).
+	g.flags |= features & FlagUpdateSize
 	info := DevInfo{
 		NrHWQueues:    uint16(g.queues),
 		QueueDepth:    uint16(g.depth),
@@ -72,6 +75,7 @@ func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) 
 		return nil, fmt.Errorf("ublk create: %w", err)
 	}
 	d := newDevice(c, b, info)
+	d.features = features
 	d.readOnly = g.p.Attrs&attrReadOnly != 0
 	fail := func(err error) (*Device, error) {
 		d.teardown(context.Background(), true)
@@ -115,7 +119,7 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	c, err := openChecked(ctx)
+	c, features, err := openChecked(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +168,7 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 		return fail(err)
 	}
 	d := newDevice(c, b, info)
+	d.features = features
 	d.readOnly = ro
 	if err := d.attach(ctx); err != nil {
 		d.teardown(context.Background(), false)
@@ -180,7 +185,7 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 // server left behind: I/O held for recovery fails. It refuses (ErrServed)
 // a device whose server is alive.
 func Remove(ctx context.Context, id int) error {
-	c, err := openChecked(ctx)
+	c, _, err := openChecked(ctx)
 	if err != nil {
 		return err
 	}
@@ -234,11 +239,12 @@ func processAlive(pid int) bool {
 	return s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-// openChecked opens the control device and checks the driver's features.
-func openChecked(ctx context.Context) (*control, error) {
+// openChecked opens the control device and checks the driver's features,
+// which it returns.
+func openChecked(ctx context.Context) (*control, uint64, error) {
 	c, err := openControl()
 	if err != nil {
-		return nil, classifyOpenErr(err)
+		return nil, 0, classifyOpenErr(err)
 	}
 	f, err := c.getFeatures(ctx)
 	if err == nil {
@@ -248,9 +254,9 @@ func openChecked(ctx context.Context) (*control, error) {
 	}
 	if err != nil {
 		c.close()
-		return nil, err
+		return nil, 0, err
 	}
-	return c, nil
+	return c, f, nil
 }
 
 func newDevice(c *control, b Backend, info DevInfo) *Device {
@@ -326,6 +332,39 @@ func (d *Device) CharPath() string { return CharPath(d.id) }
 // GET_DEV_INFO (queues, depth, largest request, flags).
 func (d *Device) Info() DevInfo { return d.info }
 
+// Features is the driver's GET_FEATURES, read when the device was created
+// or recovered.
+func (d *Device) Features() uint64 { return d.features }
+
+// ErrNoResize is wrapped by Resize on a kernel without UBLK_F_UPDATE_SIZE.
+var ErrNoResize = &KernelError{Feature: "UBLK_F_UPDATE_SIZE", MinVersion: "6.16"}
+
+// Resize sets the device's size to size bytes (UBLK_U_CMD_UPDATE_SIZE, the
+// new size in 512-byte sectors): the kernel changes the disk's capacity and
+// sends a change uevent; a filesystem on it is left alone. size must be a
+// positive multiple of the logical block size, and the backend must serve
+// it already (Backend.Size). On a kernel without UBLK_F_UPDATE_SIZE
+// (before 6.16) it fails with a *KernelError and nothing changes.
+func (d *Device) Resize(ctx context.Context, size int64) error {
+	if d.features&FlagUpdateSize == 0 {
+		return fmt.Errorf("ublk resize dev %d: %w", d.id, ErrNoResize)
+	}
+	bs := int64(d.b.BlockSize())
+	if size <= 0 || size%bs != 0 || size%512 != 0 {
+		return fmt.Errorf("ublk resize dev %d: %d bytes is not a positive multiple of %d", d.id, size, bs)
+	}
+	if _, err := d.ctrl.do(ctx, updateSizeReq(d.id, size)); err != nil {
+		return fmt.Errorf("ublk resize: %w", err)
+	}
+	return nil
+}
+
+// updateSizeReq is UPDATE_SIZE of device id to size bytes: data[0] is the
+// new size in 512-byte sectors (ublk_ctrl_set_size sets dev_sectors).
+func updateSizeReq(id int, size int64) ctrlReq {
+	return ctrlReq{op: "UPDATE_SIZE", cmdOp: uCmdUpdateSize, devID: uint32(id), data: uint64(size) >> 9}
+}
+
 // Stats returns the request counters.
 func (d *Device) Stats() Stats { return d.st.snapshot() }
 
@@ -355,6 +394,27 @@ func (d *Device) Err() error {
 func (d *Device) Stop(ctx context.Context) error {
 	d.endOnce.Do(func() { d.endErr = d.teardown(ctx, true) })
 	return d.endErr
+}
+
+// ErrOpen is wrapped by StopIfUnused when the kernel refused to stop the
+// device because it is open.
+var ErrOpen = errors.New("the block device is open")
+
+// StopIfUnused is Stop, made safe against a user who opens the device at the
+// last moment where the driver offers UBLK_F_SAFE_STOP_DEV (Linux >= 7.0):
+// UBLK_U_CMD_TRY_STOP_DEV stops the device only while nobody has the disk
+// open, and no open succeeds after it; while it is open it fails with
+// ErrOpen (EBUSY) and the device stays served. Without the feature it is
+// Stop: the caller's own check for users is all there is.
+func (d *Device) StopIfUnused(ctx context.Context) error {
+	if d.features&FlagSafeStopDev != 0 {
+		err := d.ctrl.simple(ctx, "TRY_STOP_DEV", uCmdTryStopDev, uint32(d.id), 0)
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("ublk stop: %w: %w", ErrOpen, err)
+		}
+		// Any other failure: Stop decides (it may have been stopped already).
+	}
+	return d.Stop(ctx)
 }
 
 // Close is Stop with a 30-second limit.

@@ -445,3 +445,46 @@ func recoverUnder(ctx context.Context, t *testing.T, id int, b Backend, cmd *exe
 	got, _ := os.ReadFile(out)
 	return d, got
 }
+
+// StopIfUnused: where the driver offers UBLK_F_SAFE_STOP_DEV, an open
+// device is not stopped (ErrOpen) and stays served; once closed it is
+// stopped and removed. Without the feature it stops at once.
+func TestLabStopIfUnused(t *testing.T) {
+	labSetup(t)
+	m := newMemBackend(8<<20, 512)
+	d := createLab(t, m, DeviceOptions{QueueDepth: 8})
+	defer d.Close()
+	f, err := os.Open(d.BlockPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if d.Features()&FlagSafeStopDev == 0 {
+		f.Close()
+		t.Logf("driver without UBLK_F_SAFE_STOP_DEV (features %#x): StopIfUnused is Stop", d.Features())
+		if err := d.StopIfUnused(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := d.StopIfUnused(ctx); !errors.Is(err, ErrOpen) {
+		t.Fatalf("StopIfUnused while open: %v, want ErrOpen", err)
+	}
+	buf := make([]byte, 4096)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		t.Fatalf("read after the refused stop: %v", err)
+	}
+	select {
+	case <-d.Done():
+		t.Fatal("device ended after the refused stop")
+	default:
+	}
+	f.Close()
+	if err := d.StopIfUnused(ctx); err != nil {
+		t.Fatalf("StopIfUnused once closed: %v", err)
+	}
+	if _, err := os.Stat(d.BlockPath()); !os.IsNotExist(err) {
+		t.Fatalf("%s still exists: %v", d.BlockPath(), err)
+	}
+}

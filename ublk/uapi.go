@@ -5,7 +5,8 @@ import (
 	"syscall"
 )
 
-// The ublk user ABI, from include/uapi/linux/ublk_cmd.h (Linux 6.12). Only
+// The ublk user ABI, from include/uapi/linux/ublk_cmd.h (Linux 6.12; the
+// later UBLK_F_* flags and UPDATE_SIZE from 7.x's). Only
 // the ioctl-encoded command numbers (UBLK_U_*) are used: the legacy plain
 // numbers need CONFIG_BLKDEV_UBLK_LEGACY_OPCODES.
 
@@ -52,6 +53,8 @@ const (
 	cmdEndUserRecovery   = 0x11
 	cmdGetDevInfo2       = 0x12
 	cmdGetFeatures       = 0x13
+	cmdUpdateSize        = 0x15
+	cmdTryStopDev        = 0x17
 	ioFetchReq           = 0x20
 	ioCommitAndFetchReq  = 0x21
 	ioNeedGetData        = 0x22
@@ -69,6 +72,8 @@ var (
 	uCmdStartUserRecovery = iowr(ublkIOCType, cmdStartUserRecovery, sizeofCtrlCmd)
 	uCmdEndUserRecovery   = iowr(ublkIOCType, cmdEndUserRecovery, sizeofCtrlCmd)
 	uCmdGetFeatures       = ior(ublkIOCType, cmdGetFeatures, sizeofCtrlCmd)
+	uCmdUpdateSize        = iowr(ublkIOCType, cmdUpdateSize, sizeofCtrlCmd)
+	uCmdTryStopDev        = iowr(ublkIOCType, cmdTryStopDev, sizeofCtrlCmd)
 )
 
 // I/O commands (UBLK_U_IO_*), sent on /dev/ublkcN.
@@ -98,6 +103,17 @@ const (
 	FlagCmdIoctlEncode      = 1 << 6
 	FlagUserCopy            = 1 << 7
 	FlagZoned               = 1 << 8
+	FlagUserRecoveryFailIO  = 1 << 9
+	FlagUpdateSize          = 1 << 10
+	FlagAutoBufReg          = 1 << 11
+	FlagQuiesce             = 1 << 12
+	FlagPerIODaemon         = 1 << 13
+	FlagBufRegOffDaemon     = 1 << 14
+	FlagBatchIO             = 1 << 15
+	FlagIntegrity           = 1 << 16
+	FlagSafeStopDev         = 1 << 17
+	FlagNoAutoPartScan      = 1 << 18
+	FlagShmemZC             = 1 << 19
 
 	// deviceFlags is what ADD_DEV asks for: recovery with reissue of the
 	// requests in flight when the server died, ioctl-encoded commands.

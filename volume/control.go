@@ -81,7 +81,7 @@ type PathStatus struct {
 
 // Request is one control request (a JSON line).
 type Request struct {
-	Op    string `json:"op"` // "status", "stats" or "detach"
+	Op    string `json:"op"` // "status", "stats", "detach" or "resize"
 	Force bool   `json:"force,omitempty"`
 }
 
@@ -91,6 +91,21 @@ type Response struct {
 	Error  string  `json:"error,omitempty"`
 	Status *Status `json:"status,omitempty"`
 	Stats  *Stats  `json:"stats,omitempty"`
+	Resize *Resize `json:"resize,omitempty"`
+}
+
+// Resize is what a resize did: the LUN's capacity read again and the
+// device set to it.
+type Resize struct {
+	Device  string `json:"device"`
+	OldSize int64  `json:"old_size"` // bytes
+	NewSize int64  `json:"new_size"`
+}
+
+// Resizer is a Controller that can follow its LUN's capacity: it reads
+// READ CAPACITY again and sets the device's size (resize).
+type Resizer interface {
+	Resize(ctx context.Context) (Resize, error)
 }
 
 // Controller is what a control socket drives.
@@ -212,6 +227,20 @@ func (s *ControlServer) handle(conn net.Conn) {
 				resp.Error = err.Error()
 			} else {
 				resp.OK, resp.Stats = true, st
+			}
+		case "resize":
+			r, ok := s.c.(Resizer)
+			if !ok {
+				resp.Error = "resize: this process cannot resize its device"
+				break
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			res, err := r.Resize(ctx)
+			cancel()
+			if err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.OK, resp.Resize = true, &res
 			}
 		case "detach":
 			_ = conn.SetReadDeadline(time.Time{})

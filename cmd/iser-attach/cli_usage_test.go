@@ -369,3 +369,19 @@ func TestNormalizeArgs(t *testing.T) {
 		t.Errorf("required flag set by its environment variable: %v", err)
 	}
 }
+
+// version --verbose adds the kernel and its ublk features; on a host
+// without ublk_drv (the development host) one line says so, exit 0.
+func TestVersionVerbose(t *testing.T) {
+	out, errs, code := runBinary(t, binary, nil, "version", "--verbose")
+	if code != 0 || !strings.Contains(out, "\nkernel: Linux ") {
+		t.Fatalf("exit %d, %q, stderr %q", code, out, errs)
+	}
+	if _, err := os.Stat("/dev/ublk-control"); err != nil {
+		if !strings.Contains(out, "\nublk: no features known: ublk: kernel lacks ublk_drv") {
+			t.Errorf("without ublk_drv: %q", out)
+		}
+	} else if !strings.Contains(out, "UBLK_F_UPDATE_SIZE") {
+		t.Errorf("with ublk_drv, no feature table: %q", out)
+	}
+}

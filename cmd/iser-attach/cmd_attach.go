@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
 )
 
@@ -300,6 +301,38 @@ func (a *attached) Detach(ctx context.Context, force bool) error {
 	}
 }
 
+// safeStopper is a device that can stop only while nobody has it open (ublk
+// with UBLK_F_SAFE_STOP_DEV): the kernel decides, closing the moment
+// between volume.InUse's check and the removal.
+type safeStopper interface {
+	// SafeStop says whether the kernel can refuse (ublk: the driver offers
+	// UBLK_F_SAFE_STOP_DEV); without it the removal keeps its usual place
+	// in detachVolume.
+	SafeStop() bool
+	StopIfUnused(ctx context.Context) error
+}
+
+func (u *ublkDevice) SafeStop() bool { return u.d.Features()&ublk.FlagSafeStopDev != 0 }
+
+func (u *ublkDevice) StopIfUnused(ctx context.Context) error { return u.d.StopIfUnused(ctx) }
+
+// stopIfUnused, for a detach without --force or a signal (req nil), stops
+// a safeStopper device unless it is open; it fails only when the kernel
+// refused because it is (the device stays served). Other devices (ublk
+// without the feature, nbd), and a forced detach, are left to detachVolume.
+func (a *attached) stopIfUnused(req *detachReq) error {
+	sd, ok := a.dev.(safeStopper)
+	if !ok || !sd.SafeStop() || req != nil && req.force {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := sd.StopIfUnused(ctx); errors.Is(err, ublk.ErrOpen) {
+		return err
+	}
+	return nil // stopped, or failed otherwise: detachVolume's removal reports it
+}
+
 func (a *attached) setState(s string) {
 	a.mu.Lock()
 	a.state = s
@@ -356,6 +389,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 			LUN: info.Number, Transport: ns.Transport, Frontend: sp.Frontend, PID: os.Getpid(), WWN: info.WWN,
 			Initiator: sp.InitiatorName, ReadOnly: sp.ReadOnly || info.WriteProtected,
 			Since: time.Now().UTC().Format(time.RFC3339)}}
+	resizer{rescan: l.Rescan, dev: dev}.followCapacity(l.OnCapacityChange, name)
 	ctl, err := volume.ListenControl(name, a)
 	if err != nil {
 		// A device taken over (ublk recovery) may be mounted: leave it to
@@ -389,16 +423,32 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 		Str("transport", ns.Transport).Msg("attached")
 
 	var req *detachReq
-	select {
-	case <-ctx.Done():
-		logger.Info().Str("volume", name).Msg("signal: detaching")
-		var left bool
-		req, left = a.stopOnSignal()
-		if left {
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info().Str("volume", name).Msg("signal: detaching")
+			var left bool
+			req, left = a.stopOnSignal()
+			if left {
+				return nil
+			}
+		case r := <-a.detachReq:
+			req = &r
+		}
+		err := a.stopIfUnused(req)
+		switch {
+		case err == nil:
+			break wait
+		case req != nil: // a detach without --force: refused, keep serving
+			req.done <- fmt.Errorf("%s is in use (opened as it was being removed); unmount it first or use --force: %w", dev.Path(), err)
+			req = nil
+		default: // a signal: leave the device to the next attach
+			if rd, ok := dev.(recoverableDevice); ok {
+				a.leave(rd, "opened as it was being removed")
+			}
 			return nil
 		}
-	case r := <-a.detachReq:
-		req = &r
 	}
 	sdNotify("STOPPING=1")
 	a.setState("detaching")

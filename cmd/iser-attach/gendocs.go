@@ -49,7 +49,7 @@ var flagValues = map[string][]string{
 // (the NAME.conf files in $ISER_ATTACH_CONFIG_DIR, else
 // /etc/iser-attach/volumes): true when they take several, false for one.
 // --volume's value is one too.
-var volumeArgs = map[string]bool{"attach": false, "detach": false, "stats": false, "volume/remove": false, "volume/check": true}
+var volumeArgs = map[string]bool{"attach": false, "detach": false, "resize": false, "stats": false, "volume/remove": false, "volume/check": true}
 
 // compWord is one completion candidate: a command or a flag.
 type compWord struct {

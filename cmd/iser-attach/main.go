@@ -76,6 +76,7 @@ func newApp() *cli.App {
 			serveCommand(),
 			attachCommand(),
 			detachCommand(),
+			resizeCommand(),
 			listCommand(),
 			statsCommand(),
 			volumeCommand(),

@@ -4,12 +4,16 @@ package main
 // revision and the Go toolchain the binary was built from.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/iser-attach/iser-attach/ublk"
 )
 
 // version is the release, set at link time by the Makefile
@@ -77,8 +81,16 @@ func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the version, the git revision and the Go version of this binary",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "also print the kernel release and its ublk features (GET_FEATURES): each flag, whether the kernel offers it, and what iser-attach does with it"},
+		},
 		Action: func(c *cli.Context) error {
 			printVersion(c.App.Writer)
+			if c.Bool("verbose") {
+				ctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+				defer cancel()
+				return ublk.Probe(ctx).WriteTable(c.App.Writer)
+			}
 			return nil
 		},
 	}

@@ -12,12 +12,14 @@ import (
 // (standard data and VPD page 0), READ CAPACITY(10/16), MODE SENSE(6/10)
 // with the caching page, SYNCHRONIZE CACHE, and READ and WRITE(10/16)
 // (reads return zeros, writes are only recorded). It can raise UNIT
-// ATTENTION 2A/01 (MODE PARAMETERS CHANGED) when its cache mode changes.
+// ATTENTION 2A/01 (MODE PARAMETERS CHANGED) when its cache mode changes, and
+// 2A/09 (CAPACITY DATA HAS CHANGED) when it is resized.
 type LU struct {
 	mu        sync.Mutex
 	blocks    uint64
 	wce, fua  bool
 	ua        bool
+	capUA     bool
 	ops       []byte // SCSI opcodes served, with FUA writes as OpFUAWrite
 	modeSense int
 }
@@ -38,6 +40,16 @@ func (l *LU) SetWriteCache(wce, unitAttention bool) {
 	defer l.mu.Unlock()
 	l.wce = wce
 	l.ua = l.ua || unitAttention
+}
+
+// SetBlocks resizes the LU to blocks 512-byte blocks; with unitAttention
+// the next command gets CHECK CONDITION, UNIT ATTENTION, CAPACITY DATA HAS
+// CHANGED.
+func (l *LU) SetBlocks(blocks uint64, unitAttention bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.blocks = blocks
+	l.capUA = l.capUA || unitAttention
 }
 
 // Ops returns the opcodes of the SCSI commands served so far, in order
@@ -68,6 +80,10 @@ func (l *LU) Handle(t *Target, req *pdu.PDU) []Reply {
 	if l.ua {
 		l.ua = false
 		return l.check(t, &c, 0x06, 0x2a, 0x01)
+	}
+	if l.capUA {
+		l.capUA = false
+		return l.check(t, &c, 0x06, 0x2a, 0x09)
 	}
 	op := c.CDB[0]
 	var data []byte

@@ -1,5 +1,6 @@
 #!/bin/sh
-# The ublk frontend (issue 5). bin/ublk.test against ublk_drv with an in-memory backend:
+# The ublk frontend (issue 5). iser-attach version --verbose's feature table (UPDATE_SIZE
+# offered from 6.16 on). bin/ublk.test against ublk_drv with an in-memory backend:
 # O_DIRECT dd in/out, fsync -> Flush, O_DSYNC -> FUA, blkdiscard -> Trim, blkdiscard -z ->
 # WriteZeroes, a backend error -> EIO in dd, ext4 mkfs/mount/remount, fio verify QD32,
 # Detach + Recover in one process. Then user recovery across processes with bin/ublkmem
@@ -11,6 +12,21 @@ set -eu
 
 step binaries test -x "$VMLAB_BIN/ublk.test" -a -x "$VMLAB_BIN/ublkmem"
 step ublk-load ublk_load
+
+# The feature table (version --verbose): every flag's line, and UBLK_F_UPDATE_SIZE offered
+# exactly on Linux >= 6.16 (7.2: yes, 6.12: no).
+iser-attach version --verbose >"$VMLAB_RESULTS/ublk-features.txt"
+cat "$VMLAB_RESULTS/ublk-features.txt"
+rel=$(uname -r)
+maj=${rel%%.*}
+min=${rel#*.}
+min=${min%%[!0-9]*}
+want=no
+if [ "$maj" -gt 6 ] || { [ "$maj" -eq 6 ] && [ "$min" -ge 16 ]; }; then
+	want=yes
+fi
+step feature-table grep -Eq '^  UBLK_F_USER_RECOVERY_REISSUE +yes ' "$VMLAB_RESULTS/ublk-features.txt"
+step feature-update-size grep -Eq "^  UBLK_F_UPDATE_SIZE +$want " "$VMLAB_RESULTS/ublk-features.txt"
 step go-lab env UBLK_LAB=1 "$VMLAB_BIN/ublk.test" -test.run '^TestLab' -test.v -test.count=1 -test.timeout 240s
 
 # Recovery across processes.
