@@ -77,7 +77,7 @@ step status-attached vol_wait "$name" '.state == "attached"' 20
 sampler() {
 	set +e
 	while :; do
-		_c=$(awk '{ print $1 + $5 }' "/sys/block/$disk/stat" 2>/dev/null)
+		_c=$(completions 2>/dev/null)
 		echo "$(cut -d' ' -f1 /proc/uptime) ${_c:-0} $(lio_tpg_cmds "$iqn" 1) $(lio_tpg_cmds "$iqn" 2)" >>"$1"
 		sleep 0.2
 	done
@@ -94,6 +94,13 @@ sampler_stop() {
 	return 0
 }
 now() { cut -d' ' -f1 /proc/uptime; }
+completions() { awk '{ print $1 + $5 }' "/sys/block/$disk/stat"; }
+# stalled: the device completed nothing in the next second.
+stalled() {
+	_c0=$(completions)
+	sleep 1
+	[ "$(completions)" = "$_c0" ]
+}
 # cmds FILE FROM TO: "A B", the commands each TPG received between uptimes FROM and TO.
 cmds() {
 	awk -v f="$2" -v t="$3" '$1 >= f && $1 <= t { if (!n++) { a0 = $3; b0 = $4 } a = $3; b = $4 }
@@ -144,11 +151,11 @@ fio_round() {
 	SEED=$((SEED + 1))
 	fio_fault_start "$1" "$dev" 0 "$(($2 * 2))M" "$SEED"
 }
-# busiest FILE: the TPG (1 or 2) that took more commands in the last 1.5 s.
+# busiest: the TPG (1 or 2) that takes more commands in the next 1.5 s.
 busiest() {
-	_t=$(now)
-	set -- $(cmds "$1" "$(awk -v t="$_t" 'BEGIN { print t - 1.5 }')" "$_t")
-	if [ "$2" -gt "$1" ]; then echo 2; else echo 1; fi
+	_a0=$(lio_tpg_cmds "$iqn" 1) _b0=$(lio_tpg_cmds "$iqn" 2)
+	sleep 1.5
+	if [ $(($(lio_tpg_cmds "$iqn" 2) - _b0)) -gt $(($(lio_tpg_cmds "$iqn" 1) - _a0)) ]; then echo 2; else echo 1; fi
 }
 
 # fault_case CASE HOLD MAXHOLD BOUND ON OFF: fio; after 2 s ON (run with the victim TPG 1 or 2
@@ -165,8 +172,8 @@ fault_case() {
 	sampler_start "$_samp"
 	# writes go on VMLAB_MP_FAILBACK_MAX s after the fault ends, for the failback to show
 	fio_round "$_case" $((2 + _hold + VMLAB_MP_FAILBACK_MAX + 1))
-	sleep 2
-	_v=$(busiest "$_samp")
+	sleep 0.5
+	_v=$(busiest)
 	_mark=$(vol_log_mark "$name")
 	_t0=$(now)
 	$_on "$_v" || {
@@ -175,15 +182,16 @@ fault_case() {
 		result "$_case" FAIL "(the fault '$_on $_v' failed)"
 		return 0
 	}
+	echo "$_case: '$_on $_v' took $(awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
 	sleep "$_hold"
 	_e=$_hold
-	while [ "$_e" -lt "$_max" ] && kill -0 "$FIO_PID" 2>/dev/null &&
-		le 0.7 "$(stall "$_samp" "$(awk -v t="$(now)" 'BEGIN { print t - 1 }')" "$(now)")"; do
-		sleep 1
+	while [ "$_e" -lt "$_max" ] && kill -0 "$FIO_PID" 2>/dev/null && stalled; do
 		_e=$((_e + 1))
 	done
+	_tx=$(now)
 	$_off "$_v"
 	_t1=$(now)
+	echo "$_case: '$_off $_v' took $(awk -v a="$_tx" -v b="$_t1" 'BEGIN { printf "%.1f", b - a }') s"
 	_fio=ok
 	fio_fault_wait "$_case" >"$VMLAB_RESULTS/fio-$_case.out" 2>&1 || _fio="FAILED ($(tail -n 3 "$VMLAB_RESULTS/fio-$_case.out" | tr '\n' ' '))"
 	_t2=$(now)
@@ -215,7 +223,7 @@ ao_on() { lio_alua_state "$iqn" "$1" ao; }
 case_paths() {
 	_p=$(vol_status "$name" | jq -c '.paths' 2>/dev/null || echo null)
 	if vol_status "$name" | jq -e --arg a "$pa" --arg b "$pb" '(.paths | length) == 2 and
-		([.paths[].portal] | sort) == ([$a, $b] | sort) and all(.paths[]; .state == "up")' >/dev/null 2>&1; then
+		([.paths[].portal | split(",")[0]] | sort) == ([$a, $b] | sort) and all(.paths[]; .state == "up")' >/dev/null 2>&1; then
 		result paths PASS "paths $_p"
 	else
 		result paths FAIL "list --json paths: $_p (want two, $pa and $pb, both up); status $(vol_status "$name")"
