@@ -83,6 +83,11 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	l.lun = enc
 	l.info.Number = n
 	l.wc.frontendWB.Store(true)
+	if b, ok := s.(lunBinder); ok {
+		if err := b.bindLUN(ctx, enc); err != nil {
+			return nil, fmt.Errorf("open LUN %d: %w", n, err)
+		}
+	}
 	if err := l.probe(ctx); err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)
 	}

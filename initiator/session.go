@@ -797,10 +797,13 @@ func (s *Session) handleAsync(p *pdu.PDU) error {
 }
 
 // keepalive pings the target with NOP-Out when the connection has been idle
-// for NOPInterval and fails the session when no NOP-In comes back.
+// for NOPInterval and fails the session when no NOP-In comes back. It looks
+// four times per interval, so a silent connection is pinged at most a
+// quarter interval late (a tick per interval could find it idle a moment
+// short of the interval and ping a whole interval later).
 func (s *Session) keepalive() {
 	defer s.wg.Done()
-	tick := time.NewTicker(s.cfg.NOPInterval)
+	tick := time.NewTicker(max(s.cfg.NOPInterval/4, time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

@@ -65,6 +65,10 @@ type Config struct {
 	// CommandTimeout is how long a SCSI command may go without status
 	// before it is aborted (then the LUN reset, then the session dropped).
 	CommandTimeout time.Duration
+	// NoPathTimeout is how long I/O of a volume with several portals
+	// waits while no path is usable before it fails with EIO; negative
+	// (the default) means ReplacementTimeout.
+	NoPathTimeout time.Duration
 	// Queues are ublk hardware queues; NBDConnections the sockets of an
 	// NBD device.
 	Queues, NBDConnections int
@@ -147,6 +151,7 @@ func DefaultConfig(name string) Config {
 		NOPTimeout:         DefaultNOPTimeout,
 		LoginTimeout:       DefaultLoginTimeout,
 		CommandTimeout:     DefaultCommandTimeout,
+		NoPathTimeout:      -1,
 		Queues:             DefaultQueues,
 		NBDConnections:     DefaultNBDConnections,
 	}
@@ -174,6 +179,7 @@ var configKeys = map[string]configKey{
 	"nop_timeout":         {set: func(c *Config, v string) error { return setDuration(&c.NOPTimeout, v, false) }},
 	"login_timeout":       {set: func(c *Config, v string) error { return setDuration(&c.LoginTimeout, v, false) }},
 	"command_timeout":     {set: func(c *Config, v string) error { return setDuration(&c.CommandTimeout, v, false) }},
+	"no_path_timeout":     {set: func(c *Config, v string) error { return setDuration(&c.NoPathTimeout, v, true) }},
 	"queues":              {set: func(c *Config, v string) error { return setInt(&c.Queues, v, 1, 4096) }},
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
@@ -536,6 +542,7 @@ func (c *Config) Marshal() []byte {
 	dur("nop_timeout", c.NOPTimeout, d.NOPTimeout)
 	dur("login_timeout", c.LoginTimeout, d.LoginTimeout)
 	dur("command_timeout", c.CommandTimeout, d.CommandTimeout)
+	dur("no_path_timeout", c.NoPathTimeout, d.NoPathTimeout)
 	num("queues", c.Queues, d.Queues)
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
 	str("initiator_name", c.InitiatorName, "")

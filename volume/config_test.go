@@ -35,6 +35,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.ReplacementTimeout, full.NOPInterval = 0, 0
 	full.NOPTimeout, full.LoginTimeout = 3*time.Second, time.Minute
 	full.CommandTimeout = 45 * time.Second
+	full.NoPathTimeout = 20 * time.Second
 	full.Queues, full.NBDConnections = 2, 8
 	full.InitiatorName = "iqn.2026-01.com.example:host1"
 	full.ReadOnly = true
@@ -83,6 +84,7 @@ nop_interval = 0s
 nop_timeout = 3s
 login_timeout = 1m
 command_timeout = 45s
+no_path_timeout = 20s
 queues = 2
 nbd_connections = 8
 initiator_name = iqn.2026-01.com.example:host1
@@ -155,6 +157,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"nop timeout 0", base + "nop_timeout = 0\n", 3, "nop_timeout", "more than 0"},
 		{"login timeout 0", base + "login_timeout = 0s\n", 3, "login_timeout", "more than 0"},
 		{"command timeout 0", base + "command_timeout = 0\n", 3, "command_timeout", "more than 0"},
+		{"no-path timeout negative", base + "no_path_timeout = -1s\n", 3, "no_path_timeout", "must not be negative"},
 		{"queues 0", base + "queues = 0\n", 3, "queues", "1 to 4096"},
 		{"nbd connections", base + "nbd_connections = 65\n", 3, "nbd_connections", "1 to 64"},
 		{"initiator name", base + "initiator_name = host1\n", 3, "initiator_name", "not an iSCSI name"},

@@ -58,6 +58,25 @@ type Status struct {
 	Kind   string   `json:"kind,omitempty"`
 	Export *string  `json:"export,omitempty"`
 	Listen []string `json:"listen,omitempty"`
+	// Paths holds each path of a volume with several portals (multipath),
+	// in the configured order; none with one portal.
+	Paths []PathStatus `json:"paths,omitempty"`
+}
+
+// PathStatus is one path of a multipath volume.
+type PathStatus struct {
+	Portal string `json:"portal"`
+	// State is up, down, standby, unavailable, transitioning (ALUA),
+	// checking (logged in, identity and ALUA state not read yet) or
+	// refused (it leads to another logical unit).
+	State string `json:"state"`
+	// ALUA is the path's target port group's asymmetric access state, as
+	// REPORT TARGET PORT GROUPS or a sense said; empty without ALUA.
+	ALUA      string `json:"alua,omitempty"`
+	IOs       uint64 `json:"ios"`
+	InFlight  int64  `json:"in_flight"`
+	Failovers uint64 `json:"failovers"` // commands moved from it to another path
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Request is one control request (a JSON line).

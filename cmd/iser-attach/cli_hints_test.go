@@ -191,8 +191,9 @@ func TestCLILogFormats(t *testing.T) {
 		}
 	}
 
-	// Two portals, the first silent: it is skipped with a warning, the
-	// second logs in; the transport choice is one info line per portal.
+	// Two portals, the first silent: two paths; the silent one is a
+	// warning (tried again in the background), the second logs in; the
+	// transport choice is one info line per portal.
 	_, errs, err = run(t, nil, "--log-format", "json", "info", "--portal", silent, "--portal", srv.Portal(),
 		"--target", srv.IQN(), "--lun", "1", "--login-timeout", "1s")
 	if err != nil {
@@ -201,7 +202,7 @@ func TestCLILogFormats(t *testing.T) {
 	skipped, chosen := 0, map[string]int{}
 	for _, l := range jsonLines(t, errs) {
 		switch l["message"] {
-		case "portal skipped":
+		case "path down at login: retrying in the background":
 			skipped++
 			if l["level"] != "warn" || l["portal"] != silent || !strings.Contains(l["error"].(string), "no login response") {
 				t.Errorf("skipped portal line %v", l)

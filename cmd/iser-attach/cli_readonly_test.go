@@ -162,6 +162,16 @@ type nbdConn struct {
 
 func dialNBD(t *testing.T, sock string) *nbdConn {
 	t.Helper()
+	n, flags := dialNBDFlags(t, sock)
+	if flags&2 == 0 {
+		t.Fatalf("transmission flags %#x lack NBD_FLAG_READ_ONLY", flags)
+	}
+	return n
+}
+
+// dialNBDFlags connects and returns the export's transmission flags.
+func dialNBDFlags(t *testing.T, sock string) (*nbdConn, uint16) {
+	t.Helper()
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -183,10 +193,7 @@ func dialNBD(t *testing.T, sock string) *nbdConn {
 	if _, err := io.ReadFull(c, exp[:]); err != nil {
 		t.Fatal(err)
 	}
-	if flags := be.BigEndian.Uint16(exp[8:]); flags&2 == 0 {
-		t.Fatalf("transmission flags %#x lack NBD_FLAG_READ_ONLY", flags)
-	}
-	return &nbdConn{c: c}
+	return &nbdConn{c: c}, be.BigEndian.Uint16(exp[8:])
 }
 
 // do sends one request and returns the reply's errno and, for a read of

@@ -73,6 +73,7 @@ func attachCommand() *cli.Command {
 		Usage:     "log in and expose a LUN as a local block device; prints its path when ready and keeps serving",
 		ArgsUsage: "[NAME]", // a configured volume: the same as --volume NAME
 		Flags: append(append(targetFlags(), sessionFlags()...),
+			&cli.BoolFlag{Name: "all-portals", Usage: "also log in through every other portal SendTargets lists for the target (a path each)"},
 			&cli.StringFlag{Name: "volume", Usage: "attach the volume configured in /etc/iser-attach/volumes/NAME.conf (other flags then are not allowed)"},
 			&cli.StringFlag{Name: "frontend", Value: "ublk", Usage: "ublk or nbd"},
 			&cli.StringFlag{Name: "name", Usage: "volume name (default: from the target IQN and LUN)"},
@@ -242,6 +243,7 @@ func (a *attached) Status() volume.Status {
 		st.State = nexusState(ns.State, state)
 	}
 	setNexusFields(&st, ns)
+	setPaths(&st, a.lun)
 	st.Counters = a.counting.Counters()
 	return st
 }
@@ -261,6 +263,14 @@ func nexusState(s initiator.NexusState, healthy string) string {
 
 // setNexusFields copies the session fields of ns (portal, transport,
 // recoveries, faults, last error) into st.
+// setPaths fills st.Paths from a multipath LUN's paths.
+func setPaths(st *volume.Status, l *lunConn) {
+	for _, p := range l.paths() {
+		st.Paths = append(st.Paths, volume.PathStatus{Portal: p.Portal, State: p.State.String(), ALUA: p.ALUA,
+			IOs: p.IOs, InFlight: p.InFlight, Failovers: p.Failovers, LastError: p.LastError})
+	}
+}
+
 func setNexusFields(st *volume.Status, ns initiator.NexusStatus) {
 	st.Portal, st.Transport = ns.Portal, ns.Transport
 	st.Recoveries, st.Faults = ns.Recoveries, ns.Faults

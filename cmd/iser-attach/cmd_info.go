@@ -93,7 +93,7 @@ func lunJSON(l *lunConn, initiatorName string) lunInfoJSON {
 	return infoJSON(l.nx, initiatorName, scsi.TypeDisk, l.Info(), l.MaxTransfer())
 }
 
-func infoJSON(nx *initiator.Nexus, initiatorName string, typ scsi.DeviceType, i initiator.LUNInfo, maxTransfer uint32) lunInfoJSON {
+func infoJSON(nx nexusHandle, initiatorName string, typ scsi.DeviceType, i initiator.LUNInfo, maxTransfer uint32) lunInfoJSON {
 	st := nx.Status()
 	return lunInfoJSON{
 		Target: nx.TargetName(), Portal: st.Portal, Transport: st.Transport, Initiator: initiatorName,

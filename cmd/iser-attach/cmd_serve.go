@@ -24,6 +24,7 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "log in and serve a LUN as an NBD export (for qemu, nbdcopy, fio, nbd-client)",
 		Flags: append(append(targetFlags(), sessionFlags()...),
+			&cli.BoolFlag{Name: "all-portals", Usage: "also log in through every other portal SendTargets lists for the target (a path each)"},
 			&cli.StringSliceFlag{Name: "listen", Required: true, Usage: "unix:PATH or tcp:HOST:PORT (repeatable); TCP on a non-loopback address needs --allow-remote"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow --listen on addresses other hosts can reach (NBD has no authentication: anyone who connects can read and write the LUN)"},
 			&cli.StringFlag{Name: "export-name", Value: "", Usage: "NBD export name (default: the empty default export)"},
@@ -176,6 +177,7 @@ func (s *serveControl) Status() volume.Status {
 	ns := s.l.nx.Status()
 	st.State = nexusState(ns.State, "serving")
 	setNexusFields(&st, ns)
+	setPaths(&st, s.l)
 	st.Counters = s.counting.Counters()
 	return st
 }

@@ -73,6 +73,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "replacement-timeout", Value: d.ReplacementTimeout, Usage: "how long I/O waits for a lost session to come back (0: fail at once)"},
 		&cli.DurationFlag{Name: "nop-interval", Value: d.NOPInterval, Usage: "NOP-Out ping interval when idle (0: off)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: d.NOPTimeout, Usage: "time a NOP-Out ping may take"},
+		noPathTimeoutFlag(),
 		&cli.DurationFlag{Name: "login-timeout", Value: d.LoginTimeout, Usage: "time allowed for connecting and logging in"},
 		&cli.DurationFlag{Name: "command-timeout", Value: d.CommandTimeout, Usage: "time a SCSI command may go without status before it is aborted"},
 		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
@@ -106,6 +107,9 @@ func volumeAdd(c *cli.Context) error {
 	cfg.ReplacementTimeout, cfg.NOPInterval = c.Duration("replacement-timeout"), c.Duration("nop-interval")
 	cfg.NOPTimeout, cfg.LoginTimeout = c.Duration("nop-timeout"), c.Duration("login-timeout")
 	cfg.CommandTimeout = c.Duration("command-timeout")
+	if cfg.NoPathTimeout = noPathTimeout(c); cfg.NoPathTimeout < -1 {
+		return usageErrorf(c, "--no-path-timeout %v: must not be negative", cfg.NoPathTimeout)
+	}
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,7 +18,7 @@ import (
 // logs in to a target (info, serve, attach).
 func targetFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port, [v6]:port, each optionally ,TPGT as iscsiadm prints it (10.0.0.1:3260,1: the login checks the target's portal group tag); port 3260 by default; repeat for more portals, tried in turn on recovery"},
+		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port, [v6]:port, each optionally ,TPGT as iscsiadm prints it (10.0.0.1:3260,1: the login checks the target's portal group tag); port 3260 by default; repeat for more portals: a path each (multipath)"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN"},
 		&cli.UintFlag{Name: "lun", Usage: "logical unit number (tgt's LUN 0 is its controller)", DefaultText: "the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: "auto", Usage: "auto, iser or tcp"},
@@ -34,7 +35,22 @@ func sessionFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "replacement-timeout", Value: volume.DefaultReplacementTimeout, Usage: "how long I/O waits for a lost session to be reinstated before it fails with EIO (recovery goes on; seconds, or a Go duration: 2m)"},
 		&cli.DurationFlag{Name: "nop-interval", Value: volume.DefaultNOPInterval, Usage: "NOP-Out keepalive interval on an idle connection (0 disables; seconds, or a Go duration)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: volume.DefaultNOPTimeout, Usage: "time allowed for the NOP-In answer before the connection counts as lost (seconds, or a Go duration)"},
+		noPathTimeoutFlag(),
 	}
+}
+
+// noPathTimeoutFlag is --no-path-timeout; unset, the replacement timeout.
+func noPathTimeoutFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "no-path-timeout", DefaultText: "the replacement timeout",
+		Usage: "with several portals: how long I/O waits while no path is usable before it fails with EIO (seconds, or a Go duration)"}
+}
+
+// noPathTimeout is --no-path-timeout's value, negative when unset.
+func noPathTimeout(c *cli.Context) time.Duration {
+	if !c.IsSet("no-path-timeout") {
+		return -1
+	}
+	return c.Duration("no-path-timeout")
 }
 
 // lunSpec is everything needed to log in and open a LUN, from flags or a
@@ -55,6 +71,43 @@ type lunSpec struct {
 	ReplacementTimeout, NOPInterval, NOPTimeout time.Duration
 	// CommandTimeout: see targetFlags.
 	CommandTimeout time.Duration
+	// NoPathTimeout is how long a multipath LUN's I/O waits while no path
+	// is usable; negative means ReplacementTimeout.
+	NoPathTimeout time.Duration
+	// AllPortals adds, before the login, every portal SendTargets lists
+	// for the target (--all-portals).
+	AllPortals bool
+}
+
+// addDiscoveredPortals asks the spec's portals for the target's portals
+// (SendTargets) and adds those it lacks, each with the portal group tag
+// reported. A portal whose discovery fails is logged and skipped.
+func (sp *lunSpec) addDiscoveredPortals(ctx context.Context) {
+	given := append([]string(nil), sp.Portals...)
+	for _, addr := range given {
+		dctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout)
+		targets, err := discovery.SendTargets(dctx, discovery.Config{Portal: addr, InitiatorName: sp.InitiatorName,
+			CHAP: sp.CHAP, Logger: logger})
+		cancel()
+		if err != nil {
+			logger.Warn().Err(err).Str("portal", addr).Msg("--all-portals: discovery failed on this portal")
+			continue
+		}
+		for _, t := range targets {
+			if t.Name != sp.Target {
+				continue
+			}
+			for _, p := range t.Portals {
+				if slices.Contains(sp.Portals, p.String()) {
+					continue
+				}
+				sp.Portals = append(sp.Portals, p.String())
+				sp.PortalTags = append(sp.PortalTags, p.GroupTag)
+				logger.Info().Str("portal", p.String()).Str("target", sp.Target).Str("from", addr).
+					Msg("--all-portals: portal added")
+			}
+		}
+	}
 }
 
 // portalAddr parses a PORTAL argument (host[:port][,tpgt]) into host:port
@@ -94,11 +147,13 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	sp := &lunSpec{Target: c.String("target"), Transport: c.String("transport"), QueueDepth: volume.DefaultQueueDepth,
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: volume.DefaultReplacementTimeout,
 		NOPInterval: volume.DefaultNOPInterval, NOPTimeout: volume.DefaultNOPTimeout,
-		CommandTimeout: c.Duration("command-timeout")}
+		CommandTimeout: c.Duration("command-timeout"), NoPathTimeout: -1}
 	if hasFlag(c, "queue-depth") {
 		sp.QueueDepth, sp.ReplacementTimeout = c.Int("queue-depth"), c.Duration("replacement-timeout")
 		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
+		sp.NoPathTimeout = noPathTimeout(c)
 	}
+	sp.AllPortals = hasFlag(c, "all-portals") && c.Bool("all-portals")
 	for _, p := range c.StringSlice("portal") {
 		if err := sp.addPortal(p); err != nil {
 			return nil, usageErrorf(c, "--portal: %v", err)
@@ -120,6 +175,8 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		return nil, usageErrorf(c, "--replacement-timeout %v: must not be negative", sp.ReplacementTimeout)
 	case sp.NOPInterval < 0:
 		return nil, usageErrorf(c, "--nop-interval %v: must not be negative", sp.NOPInterval)
+	case sp.NoPathTimeout < 0 && sp.NoPathTimeout != -1:
+		return nil, usageErrorf(c, "--no-path-timeout %v: must not be negative", sp.NoPathTimeout)
 	case sp.NOPTimeout <= 0:
 		return nil, usageErrorf(c, "--nop-timeout %v: must be positive", sp.NOPTimeout)
 	case sp.CommandTimeout <= 0:
@@ -150,10 +207,28 @@ func hasFlag(c *cli.Context, name string) bool {
 	return false
 }
 
+// nexusHandle is what an open LUN runs on: a Nexus (one portal) or a
+// Multipath (one path per portal).
+type nexusHandle interface {
+	initiator.Executor
+	Status() initiator.NexusStatus
+	TargetName() string
+	InitiatorName() string
+	Close() error
+}
+
 // lunConn is an open LUN and the nexus it runs on.
 type lunConn struct {
 	*initiator.LUN
-	nx *initiator.Nexus
+	nx nexusHandle
+}
+
+// paths reports each path of a multipath LUN, nil for a single path.
+func (l *lunConn) paths() []initiator.PathStatus {
+	if m, ok := l.nx.(*initiator.Multipath); ok {
+		return m.Paths()
+	}
+	return nil
 }
 
 // Close logs out.
@@ -164,6 +239,9 @@ func (l *lunConn) Close() error { return l.nx.Close() }
 // volume name its ISID comes from the name, so a restarted attach
 // reinstates the session its predecessor left.
 func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
+	if sp.AllPortals {
+		sp.addDiscoveredPortals(ctx)
+	}
 	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
 	defer cancel()
 	nx, log, err := loginSpec(lctx, sp)
@@ -202,8 +280,17 @@ func (e *refusedError) Unwrap() error { return e.err }
 // ExitCode is exitRefused (cli.ExitCoder).
 func (e *refusedError) ExitCode() int { return exitRefused }
 
-// loginSpec logs in to the spec's target, trying its portals in turn.
-func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Logger, error) {
+// Multipath's path checking: with two portals or more, a path whose
+// connection goes silent is declared down within these (unless the volume
+// sets its own NOP interval and timeout), and its I/O moves on.
+const (
+	multipathNOPInterval = 2 * time.Second
+	multipathNOPTimeout  = 2 * time.Second
+)
+
+// loginSpec logs in to the spec's target: with one portal a Nexus, with
+// several a Multipath with one path per portal.
+func loginSpec(lctx context.Context, sp *lunSpec) (nexusHandle, zerolog.Logger, error) {
 	log := logger.With().Str("target", sp.Target).Logger()
 	if !sp.AnyLUN {
 		log = log.With().Uint16("lun", sp.LUN).Logger()
@@ -219,7 +306,7 @@ func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Log
 	if nop == 0 {
 		nop = -1 // SessionConfig: negative disables
 	}
-	nx, err := initiator.DialNexus(lctx, initiator.NexusConfig{
+	cfg := initiator.NexusConfig{
 		Portals:         sp.Portals,
 		PortalGroupTags: sp.PortalTags,
 		Dial:            initiator.DialConfig{Transport: sp.Transport, QueueDepth: sp.QueueDepth, Logger: log},
@@ -239,13 +326,65 @@ func loginSpec(lctx context.Context, sp *lunSpec) (*initiator.Nexus, zerolog.Log
 		ReplacementTimeout: sp.ReplacementTimeout,
 		LoginTimeout:       sp.LoginTimeout,
 		Logger:             log,
-	})
+	}
+	if len(sp.Portals) > 1 {
+		return loginMultipath(lctx, sp, cfg, log)
+	}
+	nx, err := initiator.DialNexus(lctx, cfg)
 	if err != nil {
 		return nil, log, err
 	}
 	st := nx.Status()
 	log.Info().Str("portal", st.Portal).Str("transport", st.Transport).Msg("logged in")
 	return nx, log, nil
+}
+
+// loginMultipath logs in through every portal of sp, one path each: its
+// own ISID (the first path keeps the one a single path would have), its
+// own portal group tag, and faster path checking (multipathNOPInterval)
+// unless the spec sets its own.
+func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfig, log zerolog.Logger) (nexusHandle, zerolog.Logger, error) {
+	mc := initiator.MultipathConfig{NoPathTimeout: sp.NoPathTimeout, Logger: log}
+	if mc.NoPathTimeout < 0 {
+		mc.NoPathTimeout = sp.ReplacementTimeout
+	}
+	for i, portal := range sp.Portals {
+		pc := base
+		pc.Portals = []string{portal}
+		pc.PortalGroupTags = nil
+		if i < len(sp.PortalTags) {
+			pc.PortalGroupTags = []int{sp.PortalTags[i]}
+		}
+		switch {
+		case i == 0:
+		case sp.Volume != "":
+			pc.Session.ISID = initiator.ISIDFromName(sp.InitiatorName + "\x00" + sp.Volume + "\x00" + portal)
+		default:
+			pc.Session.ISID = initiator.NewISID()
+		}
+		if sp.NOPInterval == volume.DefaultNOPInterval {
+			pc.Session.NOPInterval = multipathNOPInterval
+		}
+		if sp.NOPTimeout == volume.DefaultNOPTimeout {
+			pc.Session.NOPTimeout = multipathNOPTimeout
+		}
+		pc.Logger = log.With().Str("portal", portal).Logger()
+		pc.Session.Logger, pc.Dial.Logger = pc.Logger, pc.Logger
+		mc.Paths = append(mc.Paths, pc)
+	}
+	m, err := initiator.DialMultipath(lctx, mc)
+	if err != nil {
+		return nil, log, err
+	}
+	up := 0
+	for _, p := range m.Paths() {
+		if p.Nexus.State == initiator.NexusUp {
+			up++
+		}
+	}
+	log.Info().Strs("portals", sp.Portals).Int("up", up).Str("transport", m.Status().Transport).
+		Dur("no_path_timeout", mc.NoPathTimeout).Msg("logged in: one path per portal")
+	return m, log, nil
 }
 
 // openLUNFromFlags is openLUN for the commands that take targetFlags only.

@@ -80,7 +80,9 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		opt.MaxWriteZeroesSectors = uint32(n)
 	}
 	var backend ublk.Backend = b
-	if l.nx.Status().Transport == initiator.TransportISER {
+	if _, multi := l.nx.(*initiator.Multipath); !multi && l.nx.Status().Transport == initiator.TransportISER {
+		// A Multipath has no buffers every path's datamover registers
+		// (IOBuffers gives none): its iSER paths copy.
 		backend = withBuffers{b, l}
 	}
 	ident := lunIdentity(sp.Target, info)

@@ -11,7 +11,7 @@ import (
 
 // pickLUN returns the LUN to open: the spec's when it names one and that
 // is a disk, else the target's lowest-numbered disk, said in one log line.
-func pickLUN(ctx context.Context, nx *initiator.Nexus, sp *lunSpec, log zerolog.Logger) (uint16, error) {
+func pickLUN(ctx context.Context, nx initiator.Executor, sp *lunSpec, log zerolog.Logger) (uint16, error) {
 	var want *uint16
 	if !sp.AnyLUN {
 		want = &sp.LUN

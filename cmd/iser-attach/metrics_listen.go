@@ -74,7 +74,7 @@ func (m *metricsEndpoint) Close() {
 
 // nexusSession reports a Nexus's state with the names list shows:
 // attached (up), recovering, failed, closed; and its command timeouts.
-type nexusSession struct{ nx *initiator.Nexus }
+type nexusSession struct{ nx nexusHandle }
 
 // CommandTimeouts counts the commands that timed out, over all sessions.
 func (n nexusSession) CommandTimeouts() uint64 { return n.nx.Status().CommandTimeouts }

@@ -19,7 +19,7 @@ func specFromVolume(c *cli.Context, name string) (*attachSpec, error) {
 		ReadOnly: cfg.ReadOnly}
 	sp.lunSpec = lunSpec{Volume: cfg.Name, Target: cfg.Target, LUN: cfg.LUN, AnyLUN: cfg.AnyLUN, Transport: cfg.Transport,
 		QueueDepth: cfg.QueueDepth, LoginTimeout: cfg.LoginTimeout, ReplacementTimeout: cfg.ReplacementTimeout,
-		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout}
+		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout, NoPathTimeout: cfg.NoPathTimeout}
 	for _, p := range cfg.Portals {
 		if err := sp.addPortal(p); err != nil {
 			return nil, fmt.Errorf("volume %s (%s): %w", name, cfg.Path, err)
