@@ -71,7 +71,7 @@ e2e-7: build build-nocgo test-bins
 
 # The VM lab's multipath test alone (tests/83-multipath.sh, about 4 min): one LUN behind two
 # LIO TPGs in two ALUA groups, faults on a two-path volume. Opt-in: e2e leaves it out until the
-# initiator has multipath.
+# initiator passes it.
 e2e-multipath: build build-nocgo test-bins
 	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='83-*' scripts/vmlab/vmlab.sh e2e
 

@@ -1315,11 +1315,11 @@ recovery_cleanup() {
 # Two paths need two addresses a path can lose on its own. They are /32s on rxe-net0 next to
 # $VMLAB_ADDR/24, so each is its own primary address (deleting one does not take the other
 # with it, as deleting a /24's primary does its secondaries) and the /24's route still covers
-# a removed one: rxe then sends to it through the dummy netdev, which drops it, and a packet
-# rxe loops back finds no GID for it and is dropped too. Nothing refuses or resets: a silent
-# path. (rxe's loopback never reaches lo or rxe-net0's qdisc, so tc, nft and iptables cannot
-# drop iSER; and the /24 must stay, or a send to a removed address fails its route lookup,
-# which moves the QP, for RDMA CM's QP1 for good, to ERR: see the fault injection notes.)
+# a removed one: what the path sends gets no answer, and nothing refuses or resets it (a
+# silent path; main's single path stalls until its keepalive and login timeouts run out).
+# rxe's loopback never reaches lo or rxe-net0's qdisc, so tc, nft and iptables cannot drop
+# iSER. The covering /24 avoids a failed route lookup, which (see the fault injection notes,
+# link down) moves the sending QP, for RDMA CM's QP1 for good, to ERR.
 : "${MP_ADDR_A:=10.99.0.11}"
 : "${MP_ADDR_B:=10.99.0.12}"
 export MP_ADDR_A MP_ADDR_B
