@@ -36,7 +36,12 @@ type MultipathConfig struct {
 	// RetryDown is the pause between login attempts of a path that was
 	// down at the start (default 2 s).
 	RetryDown time.Duration
-	Logger    zerolog.Logger
+	// ProbeInterval is how often the ALUA state of a path that carries no
+	// I/O for it (standby, unavailable, transitioning) is read again, so
+	// that it takes I/O again when its group becomes active even without
+	// a UNIT ATTENTION (default 2 s).
+	ProbeInterval time.Duration
+	Logger        zerolog.Logger
 }
 
 // ErrNoPath is wrapped by the error of I/O that found no usable path for
@@ -88,7 +93,7 @@ type PathStatus struct {
 	InFlight  int64
 	Failovers uint64 // commands moved from this path to another
 	LastError string
-	Nexus     NexusStatus // zero while the path never logged in
+	Nexus     NexusStatus // recovering, and nothing else, while the path never logged in
 }
 
 // accessUnknown is a path's ALUA state before it is read, or without ALUA:
@@ -142,6 +147,7 @@ type Multipath struct {
 	refreshing   atomic.Bool // a refresh goroutine runs
 	refreshAgain atomic.Bool // a refresh was asked for meanwhile
 	resets       atomic.Uint64
+	noPathSince  atomic.Int64 // UnixNano when I/O last found no usable path, 0 since one was
 
 	closed    chan struct{}
 	base      context.Context // cancelled by Close
@@ -164,6 +170,9 @@ func DialMultipath(ctx context.Context, cfg MultipathConfig) (*Multipath, error)
 	}
 	if cfg.RetryDown <= 0 {
 		cfg.RetryDown = 2 * time.Second
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 2 * time.Second
 	}
 	m := &Multipath{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}), closed: make(chan struct{})}
 	m.base, m.cancel = context.WithCancel(context.Background())
@@ -372,6 +381,7 @@ func (m *Multipath) Paths() []PathStatus {
 		p.mu.Lock()
 		st.Group, st.Preferred, st.LastError = p.group, p.preferred, p.lastErr
 		p.mu.Unlock()
+		st.Nexus.State = NexusRecovering // never logged in yet
 		if nx := p.nx.Load(); nx != nil {
 			st.Nexus = nx.Status()
 			if st.Nexus.LastError != nil && st.LastError == "" {
@@ -417,6 +427,9 @@ func (m *Multipath) Status() NexusStatus {
 	}
 	if st.State == NexusUp {
 		st.DownSince = time.Time{}
+	} else if since := m.noPathSince.Load(); st.State == NexusRecovering && since != 0 &&
+		time.Since(time.Unix(0, since)) > m.cfg.NoPathTimeout {
+		st.State = NexusFailed // I/O fails with EIO until a path is back
 	}
 	if st.Portal == "" {
 		st.Portal = m.paths[0].portal

@@ -37,6 +37,7 @@ func (e *IdentityError) Error() string {
 func (m *Multipath) bindLUN(ctx context.Context, lun scsi.LUN) error {
 	m.lun = lun
 	m.bound.Store(true)
+	go m.probeLoop()
 	var errs []error
 	ok := 0
 	for _, p := range m.paths {
@@ -250,6 +251,27 @@ func (m *Multipath) aluaRetry(p *mpath, r *Result, since *time.Time) (wait, agai
 		m.refresh()
 	}
 	return false, false
+}
+
+// probeLoop re-reads the ALUA states every probe interval while a path
+// is logged in but kept from I/O by its state (standby, unavailable,
+// transitioning), until Close.
+func (m *Multipath) probeLoop() {
+	t := time.NewTicker(m.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-m.closed:
+			return
+		}
+		for _, p := range m.paths {
+			if st := p.state(); st == PathStandby || st == PathUnavailable || st == PathTransitioning {
+				m.refresh()
+				break
+			}
+		}
+	}
 }
 
 // refresh re-reads every path's access state on a goroutine; a path in

@@ -2,6 +2,7 @@ package initiator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -80,8 +81,10 @@ func (m *Multipath) waitPath(ctx context.Context, since *time.Time) (*mpath, err
 	for {
 		ch := m.changes()
 		if p := m.pick(); p != nil {
+			m.noPathSince.Store(0)
 			return p, nil
 		}
+		m.noPathSince.CompareAndSwap(0, time.Now().UnixNano())
 		if m.isClosed() {
 			return nil, ErrSessionClosed
 		}
@@ -114,6 +117,13 @@ func (m *Multipath) pathError(err error) bool {
 // pathFailed records that p failed a command with err; the first failure
 // after the path was up is logged.
 func (p *mpath) pathFailed(err error) {
+	if nx := p.nx.Load(); nx != nil && errors.Is(err, ErrReplacementTimeout) {
+		// The path's Nexus fails I/O at once (replacement timeout 0):
+		// its session's end says more.
+		if le := nx.Status().LastError; le != nil {
+			err = le
+		}
+	}
 	p.mu.Lock()
 	p.lastErr = err.Error()
 	first := !p.wasDown

@@ -303,6 +303,9 @@ func TestMultipathNoPathTimeout(t *testing.T) {
 			t.Errorf("async %v: failed after %v, want about the 700ms no-path timeout", async, d)
 		}
 	}
+	if st := x.m.Status(); st.State != initiator.NexusFailed {
+		t.Errorf("multipath state %v after the no-path timeout, want failed", st.State)
+	}
 }
 
 // TestMultipathStaleWriteIsFenced: a write stalls on path 1 (silent: no
@@ -462,5 +465,54 @@ func TestMultipathSilentPathFailsOverWithin5s(t *testing.T) {
 	}
 	if p := x.m.Paths()[0]; p.State == initiator.PathUp && p.Nexus.Faults == 0 {
 		t.Errorf("the silent path was never declared down: %+v", p)
+	}
+}
+
+// TestMultipathStandbyPathFailsBackWithoutUnitAttention: a path in
+// standby is probed (REPORT TARGET PORT GROUPS) every probe interval, so
+// it takes I/O again once its group is active even when the target raises
+// no UNIT ATTENTION.
+func TestMultipathStandbyPathFailsBackWithoutUnitAttention(t *testing.T) {
+	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
+	x := dialMP(t, twoPorts(lu, 1, 2), func(c *initiator.MultipathConfig) { c.ProbeInterval = 100 * time.Millisecond })
+	lu.SetState(1, scsi.AccessStandby, false)
+	if err := x.rw(0, 8, 1); err != nil {
+		t.Fatal(err)
+	}
+	x.waitState(0, initiator.PathStandby)
+	lu.SetState(1, scsi.AccessActiveOptimized, false)
+	start := time.Now()
+	x.waitState(0, initiator.PathUp)
+	t.Logf("back up %v after its group became active", time.Since(start))
+	before := x.ios()
+	if err := x.rw(20, 8, 2); err != nil {
+		t.Fatal(err)
+	}
+	if after := x.ios(); after[0] == before[0] {
+		t.Errorf("path 0 took no I/O after failback (%v -> %v)", before, after)
+	}
+}
+
+// TestMultipathPathDownAtLoginJoinsLater: a path whose portal refuses the
+// first login does not stop the volume; it is tried again in the
+// background and carries I/O once it logs in and passes its check.
+func TestMultipathPathDownAtLoginJoinsLater(t *testing.T) {
+	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
+	lu.SetDown(2, true)
+	x := dialMP(t, twoPorts(lu, 1, 2), nil)
+	if p := x.m.Paths()[1]; p.State != initiator.PathDown || p.LastError == "" || p.Nexus.State == initiator.NexusUp {
+		t.Fatalf("path 1 at login: %+v", p)
+	}
+	if err := x.rw(0, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	lu.SetDown(2, false)
+	x.waitState(1, initiator.PathUp)
+	before := x.ios()
+	if err := x.rw(10, 8, 2); err != nil {
+		t.Fatal(err)
+	}
+	if after := x.ios(); after[1] == before[1] {
+		t.Errorf("the late path took no I/O (%v -> %v)", before, after)
 	}
 }

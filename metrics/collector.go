@@ -40,6 +40,21 @@ type CommandTimeoutCounter interface {
 	CommandTimeouts() uint64
 }
 
+// PathStatus is one path of a multipath volume.
+type PathStatus struct {
+	Portal string
+	Up     bool   // the path carries I/O
+	IOs    uint64 // commands issued on it
+	// Failovers counts commands moved from it to another path.
+	Failovers uint64
+}
+
+// PathReporter reports a multipath volume's paths (the CLI adapts an
+// initiator.Multipath).
+type PathReporter interface {
+	PathStatuses() []PathStatus
+}
+
 // Volume is one volume's sources of metrics.
 type Volume struct {
 	Labels
@@ -49,6 +64,8 @@ type Volume struct {
 	Session SessionReporter
 	// Timeouts counts command timeouts; nil: no such series.
 	Timeouts CommandTimeoutCounter
+	// Paths reports the paths of a multipath volume; nil: no path series.
+	Paths PathReporter
 }
 
 var (
@@ -63,6 +80,11 @@ var (
 	descState      = prometheus.NewDesc("iser_attach_session_state", "1 for the session's current state (attached, recovering, failed, closed), 0 for the others.", append(append([]string{}, volumeLabels...), "state"), nil)
 	descRecoveries = prometheus.NewDesc("iser_attach_session_recoveries_total", "iSCSI sessions reinstated after a fault.", volumeLabels, nil)
 	descTimeouts   = prometheus.NewDesc("iser_attach_command_timeouts_total", "SCSI commands that timed out.", volumeLabels, nil)
+
+	pathLabels    = append(append([]string{}, volumeLabels...), "portal")
+	descPathUp    = prometheus.NewDesc("iser_attach_path_up", "1 while a path of a multipath volume carries I/O, else 0.", pathLabels, nil)
+	descPathCmds  = prometheus.NewDesc("iser_attach_path_commands_total", "SCSI commands issued on a path.", pathLabels, nil)
+	descPathMoved = prometheus.NewDesc("iser_attach_path_failovers_total", "SCSI commands moved from a failed path to another.", pathLabels, nil)
 )
 
 // Collector is a prometheus.Collector over volumes' counters: each Collect
@@ -103,7 +125,7 @@ func (c *Collector) Add(v Volume) (remove func()) {
 // Describe sends every metric's descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIOTotal, descIOBytes, descIOErrors, descIOLatency, descInflight,
-		descState, descRecoveries, descTimeouts} {
+		descState, descRecoveries, descTimeouts, descPathUp, descPathCmds, descPathMoved} {
 		ch <- d
 	}
 }
@@ -151,5 +173,17 @@ func collectVolume(ch chan<- prometheus.Metric, v *Volume) {
 	}
 	if v.Timeouts != nil {
 		ch <- prometheus.MustNewConstMetric(descTimeouts, prometheus.CounterValue, float64(v.Timeouts.CommandTimeouts()), lv...)
+	}
+	if v.Paths != nil {
+		for _, p := range v.Paths.PathStatuses() {
+			pl := with(p.Portal)
+			up := 0.0
+			if p.Up {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descPathUp, prometheus.GaugeValue, up, pl...)
+			ch <- prometheus.MustNewConstMetric(descPathCmds, prometheus.CounterValue, float64(p.IOs), pl...)
+			ch <- prometheus.MustNewConstMetric(descPathMoved, prometheus.CounterValue, float64(p.Failovers), pl...)
+		}
 	}
 }

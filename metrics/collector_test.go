@@ -19,6 +19,10 @@ type fakeSession struct{ st SessionStatus }
 
 func (f *fakeSession) SessionStatus() SessionStatus { return f.st }
 
+type fakePaths []PathStatus
+
+func (f fakePaths) PathStatuses() []PathStatus { return f }
+
 type fakeTimeouts uint64
 
 func (f fakeTimeouts) CommandTimeouts() uint64 { return uint64(f) }
@@ -72,7 +76,8 @@ func TestCollector(t *testing.T) {
 	io1.End(OpRead, 512, time.Now().Add(-3*time.Millisecond), nil)
 	io1.Begin() // one in flight
 	sess := &fakeSession{SessionStatus{State: "recovering", Recoveries: 3}}
-	c := NewCollector(Volume{Labels: Labels{Volume: "db", Target: "iqn.x:t", LUN: 1}, IO: &io1, Session: sess, Timeouts: fakeTimeouts(7)})
+	paths := fakePaths{{Portal: "10.0.0.1:3260", Up: true, IOs: 10, Failovers: 0}, {Portal: "10.0.1.1:3260", IOs: 4, Failovers: 2}}
+	c := NewCollector(Volume{Labels: Labels{Volume: "db", Target: "iqn.x:t", LUN: 1}, IO: &io1, Session: sess, Timeouts: fakeTimeouts(7), Paths: paths})
 	remove := c.Add(Volume{Labels: Labels{Volume: "logs", Target: "iqn.x:t", LUN: 2}, IO: &io2})
 	fams := gather(t, c)
 	db := map[string]string{"volume": "db", "target": "iqn.x:t", "lun": "1"}
@@ -125,6 +130,24 @@ func TestCollector(t *testing.T) {
 	}
 	if v := series(t, fams, "iser_attach_command_timeouts_total", db).GetCounter().GetValue(); v != 7 {
 		t.Errorf("command timeouts %v", v)
+	}
+	for _, p := range paths {
+		up := 0.0
+		if p.Up {
+			up = 1
+		}
+		if v := series(t, fams, "iser_attach_path_up", with("portal", p.Portal)).GetGauge().GetValue(); v != up {
+			t.Errorf("path_up %s = %v", p.Portal, v)
+		}
+		if v := series(t, fams, "iser_attach_path_commands_total", with("portal", p.Portal)).GetCounter().GetValue(); v != float64(p.IOs) {
+			t.Errorf("path_commands_total %s = %v", p.Portal, v)
+		}
+		if v := series(t, fams, "iser_attach_path_failovers_total", with("portal", p.Portal)).GetCounter().GetValue(); v != float64(p.Failovers) {
+			t.Errorf("path_failovers_total %s = %v", p.Portal, v)
+		}
+	}
+	if n := len(fams["iser_attach_path_up"].GetMetric()); n != 2 {
+		t.Errorf("%d path_up series, want 2 (db's paths only)", n)
 	}
 	// The second volume has no session reporter and no timeout counter:
 	// it has I/O series only.

@@ -21,6 +21,9 @@
 //	iser_attach_session_state{state}         1 for the current state, 0 for the others
 //	iser_attach_session_recoveries_total     sessions reinstated after a fault
 //	iser_attach_command_timeouts_total       SCSI commands that timed out
+//	iser_attach_path_up{portal}              multipath: 1 while the path carries I/O
+//	iser_attach_path_commands_total{portal}  multipath: commands issued on the path
+//	iser_attach_path_failovers_total{portal} multipath: commands moved from it to another path
 //
 // op is read, write, flush, discard or write_zeroes; state is attached,
 // recovering, failed or closed (SessionStates).

@@ -207,6 +207,10 @@ func TestCLILogFormats(t *testing.T) {
 			if l["level"] != "warn" || l["portal"] != silent || !strings.Contains(l["error"].(string), "no login response") {
 				t.Errorf("skipped portal line %v", l)
 			}
+		case "logged in: one path per portal":
+			if l["up"] != float64(1) {
+				t.Errorf("login line %v: want up 1 (the silent path is down)", l)
+			}
 		case "transport chosen":
 			chosen[l["portal"].(string)]++
 			if l["level"] != "info" || len(l["reason"].(string)) > 60 {

@@ -378,7 +378,7 @@ func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfi
 	}
 	up := 0
 	for _, p := range m.Paths() {
-		if p.Nexus.State == initiator.NexusUp {
+		if p.State != initiator.PathDown {
 			up++
 		}
 	}

@@ -59,7 +59,7 @@ func (m *metricsEndpoint) add(name string, l *lunConn, io *metrics.IO) {
 		return
 	}
 	m.col.Add(metrics.Volume{Labels: metrics.Labels{Volume: name, Target: l.nx.TargetName(), LUN: l.Info().Number},
-		IO: io, Session: nexusSession{l.nx}, Timeouts: nexusSession{l.nx}})
+		IO: io, Session: nexusSession{l.nx}, Timeouts: nexusSession{l.nx}, Paths: metricsPaths(l)})
 }
 
 // Close stops the HTTP server.
@@ -70,6 +70,26 @@ func (m *metricsEndpoint) Close() {
 	if err := m.srv.Close(); err != nil {
 		logger.Warn().Err(err).Msg("metrics server")
 	}
+}
+
+// multipathPaths reports a Multipath's paths to the metrics.
+type multipathPaths struct{ m *initiator.Multipath }
+
+// PathStatuses is each path's state and counters.
+func (p multipathPaths) PathStatuses() []metrics.PathStatus {
+	var out []metrics.PathStatus
+	for _, s := range p.m.Paths() {
+		out = append(out, metrics.PathStatus{Portal: s.Portal, Up: s.State == initiator.PathUp, IOs: s.IOs, Failovers: s.Failovers})
+	}
+	return out
+}
+
+// metricsPaths is l's path reporter, nil for a single path.
+func metricsPaths(l *lunConn) metrics.PathReporter {
+	if m, ok := l.nx.(*initiator.Multipath); ok {
+		return multipathPaths{m}
+	}
+	return nil
 }
 
 // nexusSession reports a Nexus's state with the names list shows:
