@@ -111,12 +111,29 @@ stall() {
 	awk -v f="$2" -v t="$3" '$1 >= f && $1 <= t { if (!n++) { last = $1; c = $2 } if ($2 > c) { g = $1 - last; if (g > m) m = g; last = $1; c = $2 } }
 		END { g = t - last; if (n && g > m) m = g; printf "%.1f\n", m }' "$1"
 }
-# failback FILE FROM TPGT: seconds from FROM until TPG TPGT has received 10 more commands
-# ("never" if it did not).
-failback() {
-	awk -v f="$2" -v col=$(($3 + 2)) '$1 >= f { if (!n++) c0 = $col; if ($col - c0 >= 10) { printf "%.1f\n", $1 - f; found = 1; exit } }
-		END { if (!found) print "never" }' "$1"
+# failback_wait TPGT T1: seconds from uptime T1 (the fault's end) until TPG TPGT has received
+# 10 more commands, read from LIO directly (the sampler lags under load), or "never" within
+# VMLAB_MP_FAILBACK_MAX s; once fio has finished, 4 KiB O_DIRECT reads keep I/O going.
+failback_wait() {
+	_fw_a0=$(lio_tpg_cmds "$iqn" "$1")
+	_fw_k=0
+	while :; do
+		_fw_e=$(awk -v a="$2" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+		if [ $(($(lio_tpg_cmds "$iqn" "$1") - _fw_a0)) -ge 10 ]; then
+			echo "$_fw_e"
+			return 0
+		fi
+		le "$VMLAB_MP_FAILBACK_MAX" "$_fw_e" && break
+		if kill -0 "$FIO_PID" 2>/dev/null; then
+			sleep 0.2
+		else
+			_fw_k=$(((_fw_k + 8) % 4096))
+			dd if="$dev" of=/dev/null bs=4k count=8 skip="$_fw_k" iflag=direct status=none 2>/dev/null || true
+		fi
+	done
+	echo never
 }
+
 # worst FIO.json: fio's largest completion latency, read or write, in seconds.
 worst() {
 	sed -n '/^{/,$p' "$1" | jq -r '[.jobs[0].read.clat_ns.max, .jobs[0].write.clat_ns.max] | max / 1e9 | . * 100 | floor / 100' 2>/dev/null || echo "?"
@@ -192,6 +209,7 @@ fault_case() {
 	$_off "$_v"
 	_t1=$(now)
 	echo "$_case: '$_off $_v' took $(awk -v a="$_tx" -v b="$_t1" 'BEGIN { printf "%.1f", b - a }') s"
+	_fb=$(failback_wait "$_v" "$_t1")
 	_fio=ok
 	fio_fault_wait "$_case" >"$VMLAB_RESULTS/fio-$_case.out" 2>&1 || _fio="FAILED ($(tail -n 3 "$VMLAB_RESULTS/fio-$_case.out" | tr '\n' ' '))"
 	_t2=$(now)
@@ -199,7 +217,6 @@ fault_case() {
 	_w=$(worst "$VMLAB_RESULTS/fio-$_case.json")
 	[ "$_fio" = ok ] || _w="? (fio failed)"
 	_st=$(stall "$_samp" "$_t0" "$_t2")
-	_fb=$(failback "$_samp" "$_t1" "$_v")
 	set -- $(cmds "$_samp" "$_t0" "$_t1")
 	_txt="victim path $(echo "$_v" | tr 12 AB), fault held $(awk -v a="$_t0" -v b="$_t1" 'BEGIN { printf "%.1f", b - a }') s; fio $_fio; worst completion ${_w} s (bound $_bound); stall ${_st} s; commands during the fault A $1 B $2; failback ${_fb} s (bound $VMLAB_MP_FAILBACK_MAX); paths $(paths_json)"
 	vol_warns "$name" "$_mark" "  $_case log: " >/dev/null 2>&1 || true
