@@ -1,0 +1,383 @@
+#!/bin/sh
+# vmlab-timeout: 420
+# vmlab-opt-in: the initiator does not pass it yet (docs/vmlab.md); make e2e-multipath runs it
+# Multipath (issue "Multipath"): one LIO LUN behind two TPGs of one target, tpgt_1 on
+# $MP_ADDR_A and tpgt_2 on $MP_ADDR_B (iSER), each in its own implicit ALUA target port group
+# (lio_mp_target). The kernel's own tools check the lab first (open-iscsi over iSER to each
+# portal; sg_inq: TPGS=1, VPD 0x83 group; sg_rtpg: both groups in the states set). Then a
+# two-path ublk volume (`iser-attach attach --portal A --portal B`, no-path timeout 10 s)
+# under fio with crc32c verify goes through these cases, each printing one "multipath CASE: PASS|FAIL ..." line with what it measured:
+#
+#   paths           list --json shows two paths, each with its portal and state
+#   active-active   both TPGs receive commands (each >= VMLAB_MP_SHARE_MIN % of them)
+#   tpg-disabled    the busiest path's TPG disabled 4 s: worst completion <= VMLAB_MP_RESET_MAX s;
+#                   failback: the TPG takes commands again <= VMLAB_MP_FAILBACK_MAX s after it is back
+#   silent          the busiest path's address removed (no reset, no answer), held while I/O is
+#                   stalled (up to 40 s): worst completion <= VMLAB_MP_SILENT_MAX s; failback
+#   standby, unavailable, transitioning   the busiest path's ALUA group in that state for
+#                   5 s (transitioning: 3 s): no I/O error, worst completion <= VMLAB_MP_ALUA_MAX s;
+#                   failback
+#   non-optimized   A active/non-optimized, B active/optimized: >= VMLAB_MP_PREF_MIN % of the
+#                   commands go to B; then swapped: to A
+#   all-down-short  both TPGs disabled 5 s (< the no-path timeout): I/O waits, then completes
+#   all-down-long   both TPGs disabled 20 s: a write fails with EIO after 8-16 s (no hang);
+#                   after the TPGs are back the volume is attached again and data verifies
+#
+# "worst completion" is fio's largest completion latency in the case (the failover time an
+# application sees); "stall" is the longest time the device completed nothing. Every fio run
+# verifies every block it wrote (0 verify errors). The test passes iff every case passes.
+# VMLAB_MP_CASES picks cases (space-separated names); the bounds are VMLAB_MP_* variables (below).
+. "$VMLAB_LIB"
+set -eu
+
+iqn=$VMLAB_IQN
+pa=$MP_ADDR_A:3260
+pb=$MP_ADDR_B:3260
+name=mp
+: "${VMLAB_MP_SHARE_MIN:=25}" "${VMLAB_MP_PREF_MIN:=90}" "${VMLAB_MP_RESET_MAX:=1.5}" "${VMLAB_MP_SILENT_MAX:=6}"
+: "${VMLAB_MP_ALUA_MAX:=2}" "${VMLAB_MP_FAILBACK_MAX:=10}"
+: "${VMLAB_MP_CASES:=paths active-active tpg-disabled silent standby unavailable transitioning non-optimized all-down-short all-down-long}"
+ia() { iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab --log-level info --log-format json "$@"; }
+SAMPLER_PID=
+cleanup() {
+	set +e
+	[ -z "$SAMPLER_PID" ] || kill "$SAMPLER_PID" 2>/dev/null
+	recovery_cleanup "$name" >/dev/null
+	mp_addrs_down
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+step binaries test -x "$VMLAB_BIN/iser-attach"
+step addresses mp_addrs_up
+step ublk-load ublk_load
+step lio-mp-target lio_mp_target "$iqn" file:128
+step kernel-alua-check mp_kernel_check "$iqn"
+# The no-path timeout (VMLAB_MP_NO_PATH_TIMEOUT, 10 s): --no-path-timeout where attach has it, else
+# --replacement-timeout, a single-path initiator's equivalent (all-down-long expects EIO 8-16 s
+# after the outage begins, so 10 s here).
+: "${VMLAB_MP_NO_PATH_TIMEOUT:=10s}"
+if iser-attach attach --help 2>&1 | grep -q -- --no-path-timeout; then
+	npt="--no-path-timeout $VMLAB_MP_NO_PATH_TIMEOUT"
+else
+	npt="--replacement-timeout $VMLAB_MP_NO_PATH_TIMEOUT"
+fi
+# shellcheck disable=SC2086 # $npt: a flag and its value
+step attach ia attach --daemon --frontend ublk --transport iser --portal "$pa" --portal "$pb" \
+	--target "$iqn" --lun 0 --name "$name" $npt >"$VMLAB_RESULTS/dev"
+dev=$(cat "$VMLAB_RESULTS/dev")
+disk=${dev#/dev/}
+echo "attached $name: $dev"
+step status-attached vol_wait "$name" '.state == "attached"' 20
+
+# ---- measuring ----
+
+# sampler FILE: every 0.2 s "uptime completions cmdsA cmdsB": the device's completed reads +
+# writes (/sys/block/DISK/stat) and the commands LIO received through each TPG.
+sampler() {
+	set +e
+	while :; do
+		_c=$(completions 2>/dev/null)
+		echo "$(cut -d' ' -f1 /proc/uptime) ${_c:-0} $(lio_tpg_cmds "$iqn" 1) $(lio_tpg_cmds "$iqn" 2)" >>"$1"
+		sleep 0.2
+	done
+}
+sampler_start() {
+	: >"$1"
+	sampler "$1" &
+	SAMPLER_PID=$!
+}
+sampler_stop() {
+	kill "$SAMPLER_PID" 2>/dev/null
+	wait "$SAMPLER_PID" 2>/dev/null || true
+	SAMPLER_PID=
+	return 0
+}
+now() { cut -d' ' -f1 /proc/uptime; }
+completions() { awk '{ print $1 + $5 }' "/sys/block/$disk/stat"; }
+# stalled: the device completed nothing in the next second.
+stalled() {
+	_c0=$(completions)
+	sleep 1
+	[ "$(completions)" = "$_c0" ]
+}
+# cmds FILE FROM TO: "A B", the commands each TPG received between uptimes FROM and TO.
+cmds() {
+	awk -v f="$2" -v t="$3" '$1 >= f && $1 <= t { if (!n++) { a0 = $3; b0 = $4 } a = $3; b = $4 }
+		END { print a - a0 + 0, b - b0 + 0 }' "$1"
+}
+# stall FILE FROM TO: the longest time (s) between FROM and TO with no completion.
+stall() {
+	awk -v f="$2" -v t="$3" '$1 >= f && $1 <= t { if (!n++) { last = $1; c = $2 } if ($2 > c) { g = $1 - last; if (g > m) m = g; last = $1; c = $2 } }
+		END { g = t - last; if (n && g > m) m = g; printf "%.1f\n", m }' "$1"
+}
+# failback_wait TPGT T1: seconds from uptime T1 (the fault's end) until TPG TPGT has received
+# 10 more commands, read from LIO directly (the sampler lags under load), or "never" within
+# VMLAB_MP_FAILBACK_MAX s; once fio has finished, 4 KiB O_DIRECT reads keep I/O going.
+failback_wait() {
+	_fw_a0=$(lio_tpg_cmds "$iqn" "$1")
+	_fw_k=0
+	while :; do
+		_fw_e=$(awk -v a="$2" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+		if [ $(($(lio_tpg_cmds "$iqn" "$1") - _fw_a0)) -ge 10 ]; then
+			echo "$_fw_e"
+			return 0
+		fi
+		le "$VMLAB_MP_FAILBACK_MAX" "$_fw_e" && break
+		if kill -0 "$FIO_PID" 2>/dev/null; then
+			sleep 0.2
+		else
+			_fw_k=$(((_fw_k + 8) % 4096))
+			dd if="$dev" of=/dev/null bs=4k count=8 skip="$_fw_k" iflag=direct status=none 2>/dev/null || true
+		fi
+	done
+	echo never
+}
+
+# worst FIO.json: fio's largest completion latency, read or write, in seconds.
+worst() {
+	sed -n '/^{/,$p' "$1" | jq -r '[.jobs[0].read.clat_ns.max, .jobs[0].write.clat_ns.max] | max / 1e9 | . * 100 | floor / 100' 2>/dev/null || echo "?"
+}
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "?" && a != "never" && a + 0 <= b + 0) }'; }
+pct() { awk -v x="$1" -v a="$2" -v b="$3" 'BEGIN { t = a + b; printf "%d\n", t ? 100 * x / t : 0 }'; }
+paths_json() { vol_status "$name" | jq -c '.paths' 2>/dev/null || echo '?'; }
+
+FAILED=
+PASSED=0
+result() { # CASE PASS|FAIL TEXT
+	echo "multipath $1: $2 $3"
+	echo "$1 $2 $3" >>"$VMLAB_RESULTS/cases.txt"
+	if [ "$2" = PASS ]; then PASSED=$((PASSED + 1)); else FAILED="$FAILED $1"; fi
+}
+
+# restore: both TPGs on, both groups active/optimized, both addresses there; then the volume
+# attached and, when it shows paths, every path up.
+restore() {
+	mp_addr_add A && mp_addr_add B || return 1
+	lio_tpgt "$iqn" 1 1 2>/dev/null
+	lio_tpgt "$iqn" 2 1 2>/dev/null
+	lio_alua_state "$iqn" 1 ao && lio_alua_state "$iqn" 2 ao || return 1
+	vol_wait "$name" '.state == "attached" and ((.paths // []) | all(.state == "up"))' 30
+}
+
+SEED=8300
+# fio_round LABEL SECONDS: a new fio_fault_start round with a seed of its own (a block of an
+# earlier round fails its verify): random 4k-64k writes at 2 MiB/s for about SECONDS s from
+# the LUN's start, then all read back.
+fio_round() {
+	SEED=$((SEED + 1))
+	fio_fault_start "$1" "$dev" 0 "$(($2 * 2))M" "$SEED"
+}
+# busiest: the TPG (1 or 2) that takes more commands in the next 1.5 s.
+busiest() {
+	_a0=$(lio_tpg_cmds "$iqn" 1) _b0=$(lio_tpg_cmds "$iqn" 2)
+	sleep 1.5
+	if [ $(($(lio_tpg_cmds "$iqn" 2) - _b0)) -gt $(($(lio_tpg_cmds "$iqn" 1) - _a0)) ]; then echo 2; else echo 1; fi
+}
+
+# fault_case CASE HOLD MAXHOLD BOUND ON OFF: fio; after 2 s ON (run with the victim TPG 1 or 2
+# as its last argument), held HOLD s and then while the device completes nothing (up to
+# MAXHOLD s), OFF (likewise); passes iff fio verified everything, the worst completion is
+# <= BOUND s and the victim takes commands again within VMLAB_MP_FAILBACK_MAX s.
+fault_case() {
+	_case=$1 _hold=$2 _max=$3 _bound=$4 _on=$5 _off=$6
+	restore || {
+		result "$_case" FAIL "(the volume did not come back before the case)"
+		return 0
+	}
+	_samp=$VMLAB_RESULTS/samples-$_case.txt
+	sampler_start "$_samp"
+	# writes go on VMLAB_MP_FAILBACK_MAX s after the fault ends, for the failback to show
+	fio_round "$_case" $((2 + _hold + VMLAB_MP_FAILBACK_MAX + 1))
+	sleep 0.5
+	_v=$(busiest)
+	_mark=$(vol_log_mark "$name")
+	_t0=$(now)
+	$_on "$_v" || {
+		sampler_stop
+		kill "$FIO_PID" 2>/dev/null
+		result "$_case" FAIL "(the fault '$_on $_v' failed)"
+		return 0
+	}
+	echo "$_case: '$_on $_v' took $(awk -v a="$_t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
+	sleep "$_hold"
+	_e=$_hold
+	while [ "$_e" -lt "$_max" ] && kill -0 "$FIO_PID" 2>/dev/null && stalled; do
+		_e=$((_e + 1))
+	done
+	_tx=$(now)
+	$_off "$_v"
+	_t1=$(now)
+	echo "$_case: '$_off $_v' took $(awk -v a="$_tx" -v b="$_t1" 'BEGIN { printf "%.1f", b - a }') s"
+	_fb=$(failback_wait "$_v" "$_t1")
+	_fio=ok
+	fio_fault_wait "$_case" >"$VMLAB_RESULTS/fio-$_case.out" 2>&1 || _fio="FAILED ($(tail -n 3 "$VMLAB_RESULTS/fio-$_case.out" | tr '\n' ' '))"
+	_t2=$(now)
+	sampler_stop
+	_w=$(worst "$VMLAB_RESULTS/fio-$_case.json")
+	[ "$_fio" = ok ] || _w="? (fio failed)"
+	_st=$(stall "$_samp" "$_t0" "$_t2")
+	set -- $(cmds "$_samp" "$_t0" "$_t1")
+	_txt="victim path $(echo "$_v" | tr 12 AB), fault held $(awk -v a="$_t0" -v b="$_t1" 'BEGIN { printf "%.1f", b - a }') s; fio $_fio; worst completion ${_w} s (bound $_bound); stall ${_st} s; commands during the fault A $1 B $2; failback ${_fb} s (bound $VMLAB_MP_FAILBACK_MAX); paths $(paths_json)"
+	vol_warns "$name" "$_mark" "  $_case log: " >/dev/null 2>&1 || true
+	cp /tmp/vol_warns.txt "$VMLAB_RESULTS/warns-$_case.txt" 2>/dev/null || true
+	if [ "$_fio" = ok ] && le "$_w" "$_bound" && le "$_fb" "$VMLAB_MP_FAILBACK_MAX"; then
+		result "$_case" PASS "$_txt"
+	else
+		result "$_case" FAIL "$_txt"
+	fi
+}
+
+tpg_off() { lio_tpgt "$iqn" "$1" 0; }
+tpg_on() { lio_tpgt "$iqn" "$1" 1; }
+silent_on() { mp_path_silent "$1" 1; }
+silent_off() { mp_path_silent "$1" 0; }
+standby_on() { lio_alua_state "$iqn" "$1" standby; }
+unavailable_on() { lio_alua_state "$iqn" "$1" unavailable; }
+transitioning_on() { lio_alua_state "$iqn" "$1" transitioning; }
+ao_on() { lio_alua_state "$iqn" "$1" ao; }
+
+case_paths() {
+	_p=$(vol_status "$name" | jq -c '.paths' 2>/dev/null || echo null)
+	if vol_status "$name" | jq -e --arg a "$pa" --arg b "$pb" '(.paths | length) == 2 and
+		([.paths[].portal | split(",")[0]] | sort) == ([$a, $b] | sort) and all(.paths[]; .state == "up")' >/dev/null 2>&1; then
+		result paths PASS "paths $_p"
+	else
+		result paths FAIL "list --json paths: $_p (want two, $pa and $pb, both up); status $(vol_status "$name")"
+	fi
+}
+
+case_active_active() {
+	restore || {
+		result active-active FAIL "(the volume did not come back before the case)"
+		return 0
+	}
+	_samp=$VMLAB_RESULTS/samples-active-active.txt
+	sampler_start "$_samp"
+	fio_round active-active 7
+	sleep 1
+	_t0=$(now)
+	sleep 5
+	_t1=$(now)
+	_fio=ok
+	fio_fault_wait active-active >"$VMLAB_RESULTS/fio-active-active.out" 2>&1 || _fio=FAILED
+	sampler_stop
+	set -- $(cmds "$_samp" "$_t0" "$_t1")
+	_a=$(pct "$1" "$1" "$2") _b=$(pct "$2" "$1" "$2")
+	_txt="commands in 5 s: A $1 ($_a %), B $2 ($_b %) (each >= $VMLAB_MP_SHARE_MIN %); fio $_fio"
+	if [ "$_fio" = ok ] && [ "$_a" -ge "$VMLAB_MP_SHARE_MIN" ] && [ "$_b" -ge "$VMLAB_MP_SHARE_MIN" ]; then
+		result active-active PASS "$_txt"
+	else
+		result active-active FAIL "$_txt"
+	fi
+}
+
+case_non_optimized() {
+	restore || {
+		result non-optimized FAIL "(the volume did not come back before the case)"
+		return 0
+	}
+	_samp=$VMLAB_RESULTS/samples-non-optimized.txt
+	lio_alua_state "$iqn" 1 an
+	sampler_start "$_samp"
+	fio_round non-optimized 10
+	sleep 1.5
+	_t0=$(now)
+	sleep 3
+	_t1=$(now)
+	lio_alua_state "$iqn" 1 ao
+	lio_alua_state "$iqn" 2 an
+	sleep 1.5
+	_t2=$(now)
+	sleep 3
+	_t3=$(now)
+	_fio=ok
+	fio_fault_wait non-optimized >"$VMLAB_RESULTS/fio-non-optimized.out" 2>&1 || _fio=FAILED
+	sampler_stop
+	lio_alua_state "$iqn" 2 ao
+	set -- $(cmds "$_samp" "$_t0" "$_t1") $(cmds "$_samp" "$_t2" "$_t3")
+	_p1=$(pct "$2" "$1" "$2") _p2=$(pct "$3" "$3" "$4")
+	_txt="A non-optimized: A $1 B $2 commands ($_p1 % to optimized B); swapped: A $3 B $4 ($_p2 % to optimized A) (each >= $VMLAB_MP_PREF_MIN %); fio $_fio"
+	if [ "$_fio" = ok ] && [ "$_p1" -ge "$VMLAB_MP_PREF_MIN" ] && [ "$_p2" -ge "$VMLAB_MP_PREF_MIN" ]; then
+		result non-optimized PASS "$_txt"
+	else
+		result non-optimized FAIL "$_txt"
+	fi
+}
+
+both_off() { lio_tpgt "$iqn" 1 0 && lio_tpgt "$iqn" 2 0; }
+both_on() { lio_tpgt "$iqn" 1 1 && lio_tpgt "$iqn" 2 1; }
+
+case_all_down_short() {
+	restore || {
+		result all-down-short FAIL "(the volume did not come back before the case)"
+		return 0
+	}
+	fio_round all-down-short 9
+	sleep 2
+	both_off
+	sleep 5
+	both_on
+	_fio=ok
+	fio_fault_wait all-down-short >"$VMLAB_RESULTS/fio-all-down-short.out" 2>&1 || _fio="FAILED ($(tail -n 3 "$VMLAB_RESULTS/fio-all-down-short.out" | tr '\n' ' '))"
+	_w=$(worst "$VMLAB_RESULTS/fio-all-down-short.json")
+	_txt="both TPGs off 5 s: fio $_fio; worst completion $_w s (I/O waited: >= 4 s, < 10 s)"
+	if [ "$_fio" = ok ] && le 4 "$_w" && le "$_w" 10; then
+		result all-down-short PASS "$_txt"
+	else
+		result all-down-short FAIL "$_txt"
+	fi
+}
+
+case_all_down_long() {
+	restore || {
+		result all-down-long FAIL "(the volume did not come back before the case)"
+		return 0
+	}
+	both_off
+	(sleep 20 && both_on) &
+	_bg=$!
+	_eio=ok
+	io_expect_eio "$dev" 1000 8 16 >"$VMLAB_RESULTS/eio.out" 2>&1 || _eio="FAILED"
+	_eio="$_eio: $(cat "$VMLAB_RESULTS/eio.out" | tr '\n' ' ')"
+	wait "$_bg"
+	_back=ok
+	vol_wait "$name" '.state == "attached"' 40 >/dev/null 2>&1 || _back="not attached 40 s after the TPGs came back"
+	_ver=ok
+	[ "$_back" != ok ] || verify_rw "$dev" 4 >"$VMLAB_RESULTS/verify-after.out" 2>&1 || _ver="FAILED ($(cat "$VMLAB_RESULTS/verify-after.out"))"
+	_txt="both TPGs off 20 s: $_eio; after: $_back, data $_ver"
+	case $_eio in ok:*) _e=1 ;; *) _e=0 ;; esac
+	if [ $_e = 1 ] && [ "$_back" = ok ] && [ "$_ver" = ok ]; then
+		result all-down-long PASS "$_txt"
+	else
+		result all-down-long FAIL "$_txt"
+	fi
+}
+
+: >"$VMLAB_RESULTS/cases.txt"
+for c in $VMLAB_MP_CASES; do
+	echo "--- case $c ($(date +%T))"
+	case $c in
+	paths) case_paths ;;
+	active-active) case_active_active ;;
+	tpg-disabled) fault_case tpg-disabled 4 4 "$VMLAB_MP_RESET_MAX" tpg_off tpg_on ;;
+	silent) fault_case silent 8 40 "$VMLAB_MP_SILENT_MAX" silent_on silent_off ;;
+	standby) fault_case standby 5 5 "$VMLAB_MP_ALUA_MAX" standby_on ao_on ;;
+	unavailable) fault_case unavailable 5 5 "$VMLAB_MP_ALUA_MAX" unavailable_on ao_on ;;
+	transitioning) fault_case transitioning 3 3 "$VMLAB_MP_ALUA_MAX" transitioning_on ao_on ;;
+	non-optimized) case_non_optimized ;;
+	all-down-short) case_all_down_short ;;
+	all-down-long) case_all_down_long ;;
+	*) result "$c" FAIL "(no such case)" ;;
+	esac
+	# A daemon that died ends the test: every later case would only repeat it.
+	vol_status "$name" >/dev/null 2>&1 || {
+		result "$c" FAIL "(the volume's daemon is gone)"
+		break
+	}
+done
+
+echo "multipath: $PASSED passed, failed:${FAILED:- none}"
+dmesg | grep -i -e 'I/O error' -e 'blk_update_request' -e 'Buffer I/O' | grep -i ublk | tail -n 5 || true
+step all-cases test -z "$FAILED"
+step detach ia detach "$name"
