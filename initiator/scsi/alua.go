@@ -170,35 +170,10 @@ func ParseReportTargetPortGroups(b []byte, extended bool) (TargetPortGroups, err
 		t.ImplicitTransitionTime = b[5]
 		off = 8
 	}
-	groups, err := parseTargetPortGroups(b, off, end, t.Truncated)
-	if err != nil && t.Extended && !t.Truncated {
-		// Linux's LIO counts the RETURN DATA LENGTH of the extended
-		// format from byte 8, leaving the extended header's 4 bytes out
-		// (SPC-4 counts every byte after byte 3): its descriptors then
-		// end 4 bytes past the length. Taken as sent when they end
-		// exactly there.
-		if lio := uint64(t.ReturnDataLength) + 8; lio <= uint64(len(b)) {
-			if g, lerr := parseTargetPortGroups(b, off, lio, false); lerr == nil {
-				groups, err = g, nil
-			}
-		}
-	}
-	if err != nil {
-		return TargetPortGroups{}, err
-	}
-	t.Groups = groups
-	return t, nil
-}
-
-// parseTargetPortGroups reads the target port group descriptors of b[off:end];
-// truncated allows the last one to be cut short (the allocation length was
-// too small), which then ends the list.
-func parseTargetPortGroups(b []byte, off, end uint64, truncated bool) ([]TargetPortGroup, error) {
-	var groups []TargetPortGroup
 	for off < end {
 		if end-off < rtpgDescriptorLen {
-			if !truncated {
-				return nil, fmt.Errorf("parse REPORT TARGET PORT GROUPS data: descriptor at byte %d cut at %d: %w",
+			if !t.Truncated {
+				return TargetPortGroups{}, fmt.Errorf("parse REPORT TARGET PORT GROUPS data: descriptor at byte %d cut at %d: %w",
 					off, end, ErrMalformed)
 			}
 			break
@@ -206,8 +181,8 @@ func parseTargetPortGroups(b []byte, off, end uint64, truncated bool) ([]TargetP
 		d := b[off : off+rtpgDescriptorLen]
 		n := uint64(d[7])
 		if end-off-rtpgDescriptorLen < n*rtpgPortLen {
-			if !truncated {
-				return nil, fmt.Errorf("parse REPORT TARGET PORT GROUPS data: group at byte %d lists %d ports, %d bytes left: %w",
+			if !t.Truncated {
+				return TargetPortGroups{}, fmt.Errorf("parse REPORT TARGET PORT GROUPS data: group at byte %d lists %d ports, %d bytes left: %w",
 					off, n, end-off-rtpgDescriptorLen, ErrMalformed)
 			}
 			break
@@ -234,9 +209,9 @@ func parseTargetPortGroups(b []byte, off, end uint64, truncated bool) ([]TargetP
 				off += rtpgPortLen
 			}
 		}
-		groups = append(groups, g)
+		t.Groups = append(t.Groups, g)
 	}
-	return groups, nil
+	return t, nil
 }
 
 // Marshal encodes the groups as a target sends them, with the extended
