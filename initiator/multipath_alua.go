@@ -169,11 +169,14 @@ func (m *Multipath) hasIdentityLocked() bool { return m.identitySet }
 func (p *mpath) readALUA(ctx context.Context) error {
 	alloc := scsi.ReportTargetPortGroupsLength
 	for range 2 {
-		b, err := p.pathExec(ctx, scsi.ReportTargetPortGroups(true, alloc), make([]byte, alloc))
+		// The length-only format: LIO counts the extended one's length 4
+		// bytes short and cuts its answer there (iscsitest.SharedLU does
+		// the same), and nothing here needs the implicit transition time.
+		b, err := p.pathExec(ctx, scsi.ReportTargetPortGroups(false, alloc), make([]byte, alloc))
 		if err != nil {
 			return err
 		}
-		tpgs, err := scsi.ParseReportTargetPortGroups(b, true)
+		tpgs, err := scsi.ParseReportTargetPortGroups(b, false)
 		if err != nil {
 			return fmt.Errorf("REPORT TARGET PORT GROUPS: %w", err)
 		}

@@ -302,7 +302,16 @@ func (l *SharedLU) portGroups(extended bool) []byte {
 		}
 		tpgs.Groups = append(tpgs.Groups, tg)
 	}
-	return tpgs.Marshal()
+	b := tpgs.Marshal()
+	if extended {
+		// As Linux's LIO answers (target_core_alua.c): the RETURN DATA
+		// LENGTH of the extended format leaves the extended header's 4
+		// bytes out, and the transfer is cut to that length + 4, so the
+		// last 4 bytes (the last group's last port) never arrive.
+		binary.BigEndian.PutUint32(b[0:4], uint32(len(b)-8))
+		b = b[:len(b)-4]
+	}
+	return b
 }
 
 // sharedCheck answers CHECK CONDITION with fixed-format sense.
