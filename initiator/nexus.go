@@ -38,6 +38,10 @@ type NexusConfig struct {
 	ReplacementTimeout time.Duration
 	// LoginTimeout bounds each login attempt (default 15 s).
 	LoginTimeout time.Duration
+	// RecoveryLoginTimeout, when positive and shorter, bounds each login
+	// attempt of recovery instead: a multipath path whose portal comes
+	// back should not wait out a login sent into the silence before it.
+	RecoveryLoginTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the pause between reconnect attempts
 	// (defaults 250 ms and 2 s); it doubles after every failed attempt.
 	MinBackoff, MaxBackoff time.Duration
@@ -175,7 +179,7 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 	n.cfg.Session.timeouts = &n.timeouts
 	var errs []error
 	for i := range cfg.Portals {
-		s, err := n.login(ctx, i)
+		s, err := n.login(ctx, i, n.cfg.LoginTimeout)
 		if err == nil {
 			n.s, n.portal = s, i
 			n.up.Store(s)
@@ -202,8 +206,8 @@ func (e portalErrors) Error() string   { return errors.Join(e...).Error() }
 func (e portalErrors) Unwrap() []error { return e }
 
 // login runs one login attempt through portal i.
-func (n *Nexus) login(ctx context.Context, i int) (*Session, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.LoginTimeout)
+func (n *Nexus) login(ctx context.Context, i int, timeout time.Duration) (*Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dc := n.cfg.Dial
 	dc.Addr = n.cfg.Portals[i]
@@ -254,6 +258,14 @@ func registerIOMem(s *Session, mem [][]byte) error {
 		}
 	}
 	return nil
+}
+
+// recoveryLoginTimeout bounds a login attempt of recovery.
+func (n *Nexus) recoveryLoginTimeout() time.Duration {
+	if t := n.cfg.RecoveryLoginTimeout; t > 0 && t < n.cfg.LoginTimeout {
+		return t
+	}
+	return n.cfg.LoginTimeout
 }
 
 // OnReinstated registers f, called by the monitor after every session
@@ -462,7 +474,7 @@ func (n *Nexus) recover(s *Session) bool {
 	backoff := n.cfg.MinBackoff
 	portal := n.portal
 	for attempt := 1; ; attempt++ {
-		ns, err := n.login(ctx, portal)
+		ns, err := n.login(ctx, portal, n.recoveryLoginTimeout())
 		if err == nil {
 			n.mu.Lock()
 			if n.state == NexusClosed {

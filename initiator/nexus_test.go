@@ -313,3 +313,35 @@ func TestNexusChecksThePortalGroupTag(t *testing.T) {
 		t.Fatalf("error %q, want %q", err, want)
 	}
 }
+
+// A login of recovery sent into a silent portal is given up after
+// RecoveryLoginTimeout, not LoginTimeout, and the next one lands: a
+// multipath path is back soon after its portal.
+func TestNexusRecoveryLoginTimeout(t *testing.T) {
+	var mu sync.Mutex
+	var seen [][]byte
+	f := &fakePortals{t: t, down: map[string]bool{}, handler: dropFirstCommand(&seen, &mu)}
+	var calls atomic.Int32
+	var silent time.Duration
+	connect := func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
+		if calls.Add(1) == 2 { // the first login of recovery: no answer
+			start := time.Now()
+			<-ctx.Done()
+			silent = time.Since(start)
+			return nil, ctx.Err()
+		}
+		return f.connect(ctx, dc, sc)
+	}
+	nx := dialNexus(t, f, func(cfg *initiator.NexusConfig) {
+		cfg.Portals = cfg.Portals[:1]
+		cfg.LoginTimeout = 10 * time.Second
+		cfg.RecoveryLoginTimeout = 200 * time.Millisecond
+		initiator.SetNexusConnect(cfg, connect)
+	})
+	if _, err := nx.Do(ctx5(t), write10(make([]byte, 512))); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 3 || silent > 2*time.Second {
+		t.Fatalf("%d logins, the silent one waited %v; want 3, about 200ms", n, silent)
+	}
+}

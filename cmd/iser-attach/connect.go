@@ -286,6 +286,13 @@ func (e *refusedError) ExitCode() int { return exitRefused }
 const (
 	multipathNOPInterval = 2 * time.Second
 	multipathNOPTimeout  = 2 * time.Second
+	// multipathRecoveryLoginTimeout bounds a path's login attempts after
+	// the first (never beyond --login-timeout): a login sent while the
+	// portal was silent is given up after 5 s and sent again, so the path
+	// is back within about 5 s of its portal (84-multipath: 6.4 s after
+	// the address came back with the 15 s login timeout, and no failback
+	// within 10 s).
+	multipathRecoveryLoginTimeout = 5 * time.Second
 )
 
 // loginSpec logs in to the spec's target: with one portal a Nexus, with
@@ -368,6 +375,7 @@ func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfi
 		if sp.NOPTimeout == volume.DefaultNOPTimeout {
 			pc.Session.NOPTimeout = multipathNOPTimeout
 		}
+		pc.RecoveryLoginTimeout = multipathRecoveryLoginTimeout
 		pc.Logger = log.With().Str("portal", portal).Logger()
 		pc.Session.Logger, pc.Dial.Logger = pc.Logger, pc.Logger
 		mc.Paths = append(mc.Paths, pc)
