@@ -71,8 +71,7 @@ e2e-7: build build-nocgo test-bins
 		VMLAB_WORKLOADS='$(E2E7_WORKLOADS)' scripts/vmlab/vmlab.sh bench
 
 # The VM lab's multipath test alone (tests/84-multipath.sh, about 4 min): one LUN behind two
-# LIO TPGs in two ALUA groups, faults on a two-path volume. Opt-in: e2e leaves it out until the
-# initiator passes it.
+# LIO TPGs in two ALUA groups, faults on a two-path volume (e2e runs it too).
 e2e-multipath: build build-nocgo test-bins
 	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='84-*' scripts/vmlab/vmlab.sh e2e
 

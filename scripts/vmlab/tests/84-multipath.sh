@@ -1,6 +1,5 @@
 #!/bin/sh
 # vmlab-timeout: 420
-# vmlab-opt-in: the initiator does not pass it yet (docs/vmlab.md); make e2e-multipath runs it
 # Multipath (issue "Multipath"): one LIO LUN behind two TPGs of one target, tpgt_1 on
 # $MP_ADDR_A and tpgt_2 on $MP_ADDR_B (iSER), each in its own implicit ALUA target port group
 # (lio_mp_target). The kernel's own tools check the lab first (open-iscsi over iSER to each
