@@ -93,7 +93,11 @@ func TestServeMultipath(t *testing.T) {
 			t.Errorf("path %+v: want up, with I/Os and the last error", p)
 		}
 	}
-	for _, want := range []string{"logged in: one path per portal", "path down", "path up"} {
+	// "path down" is logged when a command finds its path failed; with
+	// one request at a time a drop often meets no command in flight
+	// (CI saw that), so the session's end, logged by the path's Nexus
+	// with its portal, is what every drop is sure to leave.
+	for _, want := range []string{"logged in: one path per portal", "session lost: recovering", "path up"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("serve's log lacks %q", want)
 		}
