@@ -16,7 +16,7 @@
 #                        for the 7.x line); each kernel has its own cached guest
 #   ISER_VMLAB_CACHE     cache directory (default /var/cache/iser-attach-vmlab)
 #   ISER_VMLAB_OUT       results directory of this run (default $CACHE/results/CMD-TIME)
-#   ISER_VMLAB_TIMEOUT   whole-VM timeout in seconds (default 2100; bench 1200)
+#   ISER_VMLAB_TIMEOUT   whole-VM timeout in seconds (default 3000; bench 1200)
 #   ISER_VMLAB_TESTS     file-name patterns selecting tests, e.g. '10-* 20-kernel-iser.sh'
 #   ISER_VMLAB_NOBUILD   set to skip building ./cmd/... into ./bin on the host
 #   ISER_VMLAB_MEM, ISER_VMLAB_SMP   guest memory in MiB (2048) and CPUs (2)
@@ -98,7 +98,7 @@ boot() {
 	echo "$job" >"$OUT/job"
 	printf '%s\n' "$cmd" >"$OUT/cmd"
 	write_env "$OUT/env"
-	timeout_s=${ISER_VMLAB_TIMEOUT:-2100}
+	timeout_s=${ISER_VMLAB_TIMEOUT:-3000}
 	[ "$job" = bench ] && timeout_s=${ISER_VMLAB_TIMEOUT:-1200}
 	[ "$job" = shell ] && timeout_s=${ISER_VMLAB_TIMEOUT:-86400}
 	local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max
