@@ -124,17 +124,7 @@ func (l *LU) Handle(t *Target, req *pdu.PDU) []Reply {
 		return l.check(t, &c, 0x05, 0x20, 0x00)
 	}
 	l.ops = append(l.ops, op)
-	if !c.Read {
-		r := pdu.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
-		return []Reply{{PDU: pdu.NewPDU(&r, nil)}}
-	}
-	d := pdu.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
-	if want := int(c.ExpectedDataTransferLength); len(data) > want {
-		data = data[:want]
-	} else if len(data) < want {
-		d.Underflow, d.ResidualCount = true, uint32(want-len(data))
-	}
-	return []Reply{{PDU: pdu.NewPDU(&d, data)}}
+	return goodStatus(t, &c, data)
 }
 
 // modeData is the mode parameter header and the caching page.
@@ -165,4 +155,21 @@ func (l *LU) check(t *Target, c *pdu.SCSICommand, key, asc, ascq byte) []Reply {
 	s[0], s[2], s[7], s[12], s[13] = 0x70, key, 10, asc, ascq
 	r := pdu.SCSIResponse{ITT: c.ITT, Status: 2, TargetSNs: t.SNs(true)}
 	return []Reply{{PDU: pdu.NewPDU(&r, sense)}}
+}
+
+// goodStatus answers c with GOOD: a SCSI Response for a command that reads
+// nothing, else data (cut to the expected length, or short with its
+// residual) in one Data-In carrying the status.
+func goodStatus(t *Target, c *pdu.SCSICommand, data []byte) []Reply {
+	if !c.Read {
+		r := pdu.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
+		return []Reply{{PDU: pdu.NewPDU(&r, nil)}}
+	}
+	d := pdu.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
+	if want := int(c.ExpectedDataTransferLength); len(data) > want {
+		data = data[:want]
+	} else if len(data) < want {
+		d.Underflow, d.ResidualCount = true, uint32(want-len(data))
+	}
+	return []Reply{{PDU: pdu.NewPDU(&d, data)}}
 }

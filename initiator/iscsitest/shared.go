@@ -184,17 +184,7 @@ func (l *SharedLU) command(t *Target, rtp uint16, req *pdu.PDU) []Reply {
 	if sense != nil {
 		return sharedCheck(t, &c, sense[0], sense[1], sense[2])
 	}
-	if !c.Read {
-		r := pdu.SCSIResponse{ITT: c.ITT, TargetSNs: t.SNs(true)}
-		return []Reply{{PDU: pdu.NewPDU(&r, nil)}}
-	}
-	d := pdu.DataIn{Final: true, HasStatus: true, ITT: c.ITT, TTT: 0xffffffff, TargetSNs: t.SNs(true)}
-	if want := int(c.ExpectedDataTransferLength); len(data) > want {
-		data = data[:want]
-	} else if len(data) < want {
-		d.Underflow, d.ResidualCount = true, uint32(want-len(data))
-	}
-	return []Reply{{PDU: pdu.NewPDU(&d, data)}}
+	return goodStatus(t, &c, data)
 }
 
 // execLocked runs a command; sense is key, ASC, ASCQ for CHECK CONDITION.
