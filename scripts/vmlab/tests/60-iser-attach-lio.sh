@@ -70,15 +70,20 @@ step chap-mutual labtest iser 0 ISER_LAB_CHAP_USER=labuser ISER_LAB_CHAP_SECRET=
 	ISER_LAB_MUTUAL_USER=labtarget ISER_LAB_MUTUAL_SECRET=targetsecret123
 step chap-wrong-secret labtest iser 0 ISER_LAB_CHAP_USER=labuser ISER_LAB_CHAP_SECRET=wrongsecret123 \
 	ISER_LAB_EXPECT=auth-failed
-step chap-wrong-mutual sh -c '! env ISER_LAB_PORTAL=$0 ISER_LAB_TARGET=$1 ISER_LAB_TRANSPORT=iser ISER_LAB_LUNS=0 \
-	ISER_LAB_CHAP_USER=labuser ISER_LAB_CHAP_SECRET=labsecret12345 ISER_LAB_MUTUAL_USER=labtarget \
-	ISER_LAB_MUTUAL_SECRET=notthetargets1 "$VMLAB_BIN/initiator.test" -test.run "^TestLabLogin$" -test.count=1' "$portal" "$iqn"
 step chap-cli-wrong sh -c "! ISER_ATTACH_CHAP_SECRET=wrongsecret123 iser-attach info --transport iser \
 	--portal $portal --target $iqn --chap-user labuser 2>$VMLAB_RESULTS/wrong.txt"
 # LIO over iSER refuses a wrong secret by tearing the connection down; its
 # reject, and now and then the teardown itself, never reaches us. Either
 # way the message must point at the credentials.
 step chap-cli-message grep -q -e 'authentication failed' -e 'refused the CHAP credentials' "$VMLAB_RESULTS/wrong.txt"
+# The wrong target secret comes last: we drop the connection once the target's
+# answer fails (RFC 7143 12.1.3), and LIO over iSER does not see that drop in
+# the middle of a login. It keeps that login until its 15 s login timer, and
+# it admits one login at a time per TPG, so any login in the next 15 s waits
+# (the CLI's wrong-secret check above timed out behind it in the clean-clone CI).
+step chap-wrong-mutual sh -c '! env ISER_LAB_PORTAL=$0 ISER_LAB_TARGET=$1 ISER_LAB_TRANSPORT=iser ISER_LAB_LUNS=0 \
+	ISER_LAB_CHAP_USER=labuser ISER_LAB_CHAP_SECRET=labsecret12345 ISER_LAB_MUTUAL_USER=labtarget \
+	ISER_LAB_MUTUAL_SECRET=notthetargets1 "$VMLAB_BIN/initiator.test" -test.run "^TestLabLogin$" -test.count=1' "$portal" "$iqn"
 
 # discover with the credentials attach is given, on a portal whose discovery needs none
 # (enforce_discovery_auth 0, no discovery credentials): LIO picks CHAP from CHAP,None, and is
