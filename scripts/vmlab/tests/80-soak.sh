@@ -25,7 +25,7 @@
 # e2fsck clean, and exactly
 #   faults survived: S/N, verify errors: V, hung I/O: H
 # plus one line per kind; passes iff S = N, V = 0, H = 0.
-# Env: VMLAB_SOAK_FAULTS (12; `make soak`: 50), VMLAB_SOAK_SEED (printed; repeats a run),
+# Env: VMLAB_SOAK_FAULTS (8; `make soak`: 50), VMLAB_SOAK_SEED (printed; repeats a run),
 # VMLAB_SOAK_KINDS (the kinds above, space-separated; default all).
 . "$VMLAB_LIB"
 set -eu
@@ -36,7 +36,7 @@ ini=iqn.2026-11.io.iser-attach:lab
 na=soak-a
 nb=soak-b
 mnt=/mnt/soak
-N=${VMLAB_SOAK_FAULTS:-12}
+N=${VMLAB_SOAK_FAULTS:-8}
 SEED=${VMLAB_SOAK_SEED:-$(($(od -An -N2 -tu2 /dev/urandom) + 1))}
 KINDS=${VMLAB_SOAK_KINDS:-lio-tpg daemon-kill daemon-term partition dm-suspend}
 FIO_TO=${VMLAB_SOAK_FIO_TIMEOUT:-150}
