@@ -26,6 +26,13 @@
 # application sees); "stall" is the longest time the device completed nothing. Every fio run
 # verifies every block it wrote (0 verify errors). The test passes iff every case passes.
 # VMLAB_MP_CASES picks cases (space-separated names); the bounds are VMLAB_MP_* variables (below).
+#
+# Soak (`make soak`): VMLAB_MP_SOAK_FAULTS=N replaces the cases with N path faults, the five
+# fault kinds (tpg-disabled, silent, standby, unavailable, transitioning) shuffled block by
+# block in an order VMLAB_MP_SOAK_SEED repeats, each on the busiest path under fio crc32c
+# verify, and ends with "multipath soak: ... faults survived: S/N, verify errors: V, hung I/O: H".
+# It passes iff every fault is survived (fio wrote, read back and verified everything: no I/O
+# error, no hang); the cases' bounds are reported (worst completion, bound misses), not enforced.
 . "$VMLAB_LIB"
 set -eu
 
@@ -353,17 +360,64 @@ case_all_down_long() {
 	fi
 }
 
+# The soak's order: N fault kinds, the five shuffled block by block (every kind once per five
+# faults), from a seed that repeats it.
+SOAK_N=${VMLAB_MP_SOAK_FAULTS:-0}
+if [ "$SOAK_N" -gt 0 ]; then
+	SOAK_SEED=${VMLAB_MP_SOAK_SEED:-$(($(od -An -N2 -tu2 /dev/urandom) + 1))}
+	VMLAB_MP_CASES=$(awk -v n="$SOAK_N" -v seed="$SOAK_SEED" 'BEGIN {
+		srand(seed); split("tpg-disabled silent standby unavailable transitioning", k, " ")
+		for (i = 0; i < n; i += 5) {
+			for (j = 1; j <= 5; j++) b[j] = k[j]
+			for (j = 5; j > 1; j--) { r = int(rand() * j) + 1; t = b[j]; b[j] = b[r]; b[r] = t }
+			for (j = 1; j <= 5 && i + j <= n; j++) printf "%s ", b[j]
+		}
+	}')
+	echo "multipath soak: seed $SOAK_SEED, $SOAK_N path faults (VMLAB_MP_SOAK_SEED=$SOAK_SEED repeats this order): $VMLAB_MP_CASES"
+fi
+SOAK_OK=0 SOAK_VERIFY=0 SOAK_HUNG=0 SOAK_I=0 SOAK_MISS=0 SOAK_WORST=0
+# soak_count LABEL: tallies the fault fault_case just ran (its _fio, _w and result).
+soak_count() {
+	if [ "$_fio" = ok ]; then
+		SOAK_OK=$((SOAK_OK + 1))
+		le "$_w" "$_bound" || SOAK_MISS=$((SOAK_MISS + 1))
+		le "$_w" "$SOAK_WORST" || SOAK_WORST=$_w
+	elif grep -q 'hang' "$VMLAB_RESULTS/fio-$1.out" 2>/dev/null; then
+		SOAK_HUNG=$((SOAK_HUNG + 1))
+	elif grep -qi 'verify' "$VMLAB_RESULTS/fio-$1.out" "$VMLAB_RESULTS/fio-$1.err" 2>/dev/null; then
+		SOAK_VERIFY=$((SOAK_VERIFY + 1))
+	fi
+}
+# run_fault KIND LABEL: one fault case of KIND, its files and result line named LABEL.
+run_fault() {
+	case $1 in
+	tpg-disabled) fault_case "$2" 4 4 "$VMLAB_MP_RESET_MAX" tpg_off tpg_on ;;
+	silent) fault_case "$2" 8 40 "$VMLAB_MP_SILENT_MAX" silent_on silent_off ;;
+	standby) fault_case "$2" 5 5 "$VMLAB_MP_ALUA_MAX" standby_on ao_on ;;
+	unavailable) fault_case "$2" 5 5 "$VMLAB_MP_ALUA_MAX" unavailable_on ao_on ;;
+	transitioning) fault_case "$2" 3 3 "$VMLAB_MP_ALUA_MAX" transitioning_on ao_on ;;
+	esac
+}
+
 : >"$VMLAB_RESULTS/cases.txt"
 for c in $VMLAB_MP_CASES; do
+	if [ "$SOAK_N" -gt 0 ]; then
+		SOAK_I=$((SOAK_I + 1))
+		echo "--- soak fault $SOAK_I/$SOAK_N: $c ($(date +%T))"
+		_fio=
+		run_fault "$c" "soak$SOAK_I-$c"
+		soak_count "soak$SOAK_I-$c"
+		vol_status "$name" >/dev/null 2>&1 || {
+			echo "multipath soak: the volume's daemon is gone after fault $SOAK_I"
+			break
+		}
+		continue
+	fi
 	echo "--- case $c ($(date +%T))"
 	case $c in
 	paths) case_paths ;;
 	active-active) case_active_active ;;
-	tpg-disabled) fault_case tpg-disabled 4 4 "$VMLAB_MP_RESET_MAX" tpg_off tpg_on ;;
-	silent) fault_case silent 8 40 "$VMLAB_MP_SILENT_MAX" silent_on silent_off ;;
-	standby) fault_case standby 5 5 "$VMLAB_MP_ALUA_MAX" standby_on ao_on ;;
-	unavailable) fault_case unavailable 5 5 "$VMLAB_MP_ALUA_MAX" unavailable_on ao_on ;;
-	transitioning) fault_case transitioning 3 3 "$VMLAB_MP_ALUA_MAX" transitioning_on ao_on ;;
+	tpg-disabled | silent | standby | unavailable | transitioning) run_fault "$c" "$c" ;;
 	non-optimized) case_non_optimized ;;
 	all-down-short) case_all_down_short ;;
 	all-down-long) case_all_down_long ;;
@@ -376,6 +430,11 @@ for c in $VMLAB_MP_CASES; do
 	}
 done
 
+if [ "$SOAK_N" -gt 0 ]; then
+	echo "multipath soak: seed $SOAK_SEED, faults survived: $SOAK_OK/$SOAK_N, verify errors: $SOAK_VERIFY, hung I/O: $SOAK_HUNG (worst completion $SOAK_WORST s; over the case bound: $SOAK_MISS)"
+	FAILED=
+	[ "$SOAK_OK" = "$SOAK_N" ] || FAILED=" soak"
+fi
 echo "multipath: $PASSED passed, failed:${FAILED:- none}"
 dmesg | grep -i -e 'I/O error' -e 'blk_update_request' -e 'Buffer I/O' | grep -i ublk | tail -n 5 || true
 step all-cases test -z "$FAILED"
