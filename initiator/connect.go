@@ -47,10 +47,16 @@ func Connect(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, er
 
 func connectOnce(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, error) {
 	start := time.Now()
-	dm, err := DialDatamover(ctx, dc)
+	dctx := ctx
+	if dc.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, dc.ConnectTimeout)
+		defer cancel()
+	}
+	dm, err := DialDatamover(dctx, dc)
 	if err != nil {
-		if ctx.Err() == context.DeadlineExceeded {
-			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(ctx, start), Connecting: true}
+		if dctx.Err() == context.DeadlineExceeded {
+			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(dctx, start), Connecting: true}
 		}
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -87,6 +88,10 @@ type DialConfig struct {
 	Addr       string // host:port
 	QueueDepth int
 	Logger     zerolog.Logger
+	// ConnectTimeout, when positive, bounds the transport connection alone
+	// (TCP connect, RDMA CM resolve and connect); the login exchange on it
+	// keeps the caller's deadline.
+	ConnectTimeout time.Duration
 }
 
 // DialDatamover opens a connection to a portal with the chosen transport.

@@ -81,3 +81,24 @@ func TestConnectNoLoginResponse(t *testing.T) {
 		t.Errorf("error %q, want %q", err, want)
 	}
 }
+
+// TestConnectTimeoutBoundsTheConnectionAlone: DialConfig.ConnectTimeout
+// bounds the connection, not the login exchange on it, which keeps the
+// caller's deadline (LIO holds a login given up early for its own login
+// timer and takes no other on that portal meanwhile).
+func TestConnectTimeoutBoundsTheConnectionAlone(t *testing.T) {
+	addr := testnet.SilentListener(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: addr, ConnectTimeout: 50 * time.Millisecond},
+		initiator.SessionConfig{LoginConfig: initiator.LoginConfig{InitiatorName: "iqn.2026-11.test:i", TargetName: "iqn.2026-11.test:t"}})
+	took := time.Since(start)
+	var te *initiator.LoginTimeoutError
+	if !errors.As(err, &te) || te.Connecting {
+		t.Fatalf("error %v, want a LoginTimeoutError after the connection", err)
+	}
+	if took < 500*time.Millisecond {
+		t.Fatalf("the login gave up after %v: the 50ms connect timeout cut it short (want the caller's 600ms)", took)
+	}
+}

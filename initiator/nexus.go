@@ -38,10 +38,15 @@ type NexusConfig struct {
 	ReplacementTimeout time.Duration
 	// LoginTimeout bounds each login attempt (default 15 s).
 	LoginTimeout time.Duration
-	// RecoveryLoginTimeout, when positive and shorter, bounds each login
-	// attempt of recovery instead: a multipath path whose portal comes
-	// back should not wait out a login sent into the silence before it.
-	RecoveryLoginTimeout time.Duration
+	// RecoveryConnectTimeout, when positive and shorter than LoginTimeout,
+	// bounds the connection of each recovery attempt (DialConfig's
+	// ConnectTimeout): a multipath path whose portal comes back should not
+	// wait out a connection request sent into the silence before it. The
+	// login exchange on an established connection keeps LoginTimeout: LIO
+	// admits one login at a time per portal and holds a login the
+	// initiator gave up until its own 15 s login timer, so logins given up
+	// every 5 s kept a portal busy for good (84-multipath, silent path).
+	RecoveryConnectTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the pause between reconnect attempts
 	// (defaults 250 ms and 2 s); it doubles after every failed attempt.
 	MinBackoff, MaxBackoff time.Duration
@@ -179,7 +184,7 @@ func DialNexus(ctx context.Context, cfg NexusConfig) (*Nexus, error) {
 	n.cfg.Session.timeouts = &n.timeouts
 	var errs []error
 	for i := range cfg.Portals {
-		s, err := n.login(ctx, i, n.cfg.LoginTimeout)
+		s, err := n.login(ctx, i, 0, n.cfg.LoginTimeout)
 		if err == nil {
 			n.s, n.portal = s, i
 			n.up.Store(s)
@@ -205,12 +210,17 @@ type portalErrors []error
 func (e portalErrors) Error() string   { return errors.Join(e...).Error() }
 func (e portalErrors) Unwrap() []error { return e }
 
-// login runs one login attempt through portal i.
-func (n *Nexus) login(ctx context.Context, i int, timeout time.Duration) (*Session, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// login runs one login attempt through portal i: its connection within
+// connect (0: no bound of its own), the whole attempt within connect plus
+// timeout.
+func (n *Nexus) login(ctx context.Context, i int, connect, timeout time.Duration) (*Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, connect+timeout)
 	defer cancel()
 	dc := n.cfg.Dial
 	dc.Addr = n.cfg.Portals[i]
+	if connect > 0 {
+		dc.ConnectTimeout = connect
+	}
 	s, err := n.cfg.connect(ctx, dc, n.cfg.Session)
 	if err != nil {
 		return nil, err
@@ -260,12 +270,13 @@ func registerIOMem(s *Session, mem [][]byte) error {
 	return nil
 }
 
-// recoveryLoginTimeout bounds a login attempt of recovery.
-func (n *Nexus) recoveryLoginTimeout() time.Duration {
-	if t := n.cfg.RecoveryLoginTimeout; t > 0 && t < n.cfg.LoginTimeout {
+// recoveryConnectTimeout bounds the connection of a recovery attempt (0:
+// the login timeout bounds connection and login together).
+func (n *Nexus) recoveryConnectTimeout() time.Duration {
+	if t := n.cfg.RecoveryConnectTimeout; t > 0 && t < n.cfg.LoginTimeout {
 		return t
 	}
-	return n.cfg.LoginTimeout
+	return 0
 }
 
 // OnReinstated registers f, called by the monitor after every session
@@ -474,7 +485,7 @@ func (n *Nexus) recover(s *Session) bool {
 	backoff := n.cfg.MinBackoff
 	portal := n.portal
 	for attempt := 1; ; attempt++ {
-		ns, err := n.login(ctx, portal, n.recoveryLoginTimeout())
+		ns, err := n.login(ctx, portal, n.recoveryConnectTimeout(), n.cfg.LoginTimeout)
 		if err == nil {
 			n.mu.Lock()
 			if n.state == NexusClosed {

@@ -314,34 +314,43 @@ func TestNexusChecksThePortalGroupTag(t *testing.T) {
 	}
 }
 
-// A login of recovery sent into a silent portal is given up after
-// RecoveryLoginTimeout, not LoginTimeout, and the next one lands: a
-// multipath path is back soon after its portal.
-func TestNexusRecoveryLoginTimeout(t *testing.T) {
+// A recovery attempt whose connection goes into a silent portal is given
+// up after RecoveryConnectTimeout, not LoginTimeout, and the next one lands:
+// a multipath path is back soon after its portal. The login exchange keeps
+// the whole LoginTimeout (a target that holds a login given up early would
+// otherwise refuse the next ones).
+func TestNexusRecoveryConnectTimeout(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]byte
 	f := &fakePortals{t: t, down: map[string]bool{}, handler: dropFirstCommand(&seen, &mu)}
 	var calls atomic.Int32
-	var silent time.Duration
+	var silent, loginBudget, connectBound time.Duration
 	connect := func(ctx context.Context, dc initiator.DialConfig, sc initiator.SessionConfig) (*initiator.Session, error) {
-		if calls.Add(1) == 2 { // the first login of recovery: no answer
+		if calls.Add(1) == 2 { // the first attempt of recovery: its connection has no answer
 			start := time.Now()
-			<-ctx.Done()
+			dl, _ := ctx.Deadline()
+			loginBudget, connectBound = time.Until(dl), dc.ConnectTimeout
+			dctx, cancel := context.WithTimeout(ctx, dc.ConnectTimeout) // as connectOnce's dial
+			defer cancel()
+			<-dctx.Done()
 			silent = time.Since(start)
-			return nil, ctx.Err()
+			return nil, dctx.Err()
 		}
 		return f.connect(ctx, dc, sc)
 	}
 	nx := dialNexus(t, f, func(cfg *initiator.NexusConfig) {
 		cfg.Portals = cfg.Portals[:1]
 		cfg.LoginTimeout = 10 * time.Second
-		cfg.RecoveryLoginTimeout = 200 * time.Millisecond
+		cfg.RecoveryConnectTimeout = 200 * time.Millisecond
 		initiator.SetNexusConnect(cfg, connect)
 	})
 	if _, err := nx.Do(ctx5(t), write10(make([]byte, 512))); err != nil {
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 3 || silent > 2*time.Second {
-		t.Fatalf("%d logins, the silent one waited %v; want 3, about 200ms", n, silent)
+		t.Fatalf("%d logins, the silent connection waited %v; want 3, about 200ms", n, silent)
+	}
+	if connectBound != 200*time.Millisecond || loginBudget < 9*time.Second {
+		t.Fatalf("recovery attempt: connect bound %v, whole attempt %v; want 200ms and the 10 s login timeout", connectBound, loginBudget)
 	}
 }

@@ -286,13 +286,15 @@ func (e *refusedError) ExitCode() int { return exitRefused }
 const (
 	multipathNOPInterval = 2 * time.Second
 	multipathNOPTimeout  = 2 * time.Second
-	// multipathRecoveryLoginTimeout bounds a path's login attempts after
-	// the first (never beyond --login-timeout): a login sent while the
-	// portal was silent is given up after 5 s and sent again, so the path
-	// is back within about 5 s of its portal (84-multipath: 6.4 s after
-	// the address came back with the 15 s login timeout, and no failback
-	// within 10 s).
-	multipathRecoveryLoginTimeout = 5 * time.Second
+	// multipathRecoveryConnectTimeout bounds the connection of a path's
+	// login attempts after the first (never beyond --login-timeout): a
+	// connection request sent while the portal was silent is given up
+	// after 5 s and sent again, so the path is back within about 5 s of
+	// its portal. The login exchange keeps --login-timeout: LIO holds a
+	// login given up early for its own 15 s and takes no other on that
+	// portal meanwhile (84-multipath: bounding the whole login to 5 s
+	// left a silent path's portal refusing logins for good).
+	multipathRecoveryConnectTimeout = 5 * time.Second
 )
 
 // loginSpec logs in to the spec's target: with one portal a Nexus, with
@@ -375,7 +377,7 @@ func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfi
 		if sp.NOPTimeout == volume.DefaultNOPTimeout {
 			pc.Session.NOPTimeout = multipathNOPTimeout
 		}
-		pc.RecoveryLoginTimeout = multipathRecoveryLoginTimeout
+		pc.RecoveryConnectTimeout = multipathRecoveryConnectTimeout
 		pc.Logger = log.With().Str("portal", portal).Logger()
 		pc.Session.Logger, pc.Dial.Logger = pc.Logger, pc.Logger
 		mc.Paths = append(mc.Paths, pc)

@@ -50,6 +50,7 @@ cleanup() {
 	[ -z "$SAMPLER_PID" ] || kill "$SAMPLER_PID" 2>/dev/null
 	recovery_cleanup "$name" >/dev/null
 	mp_addrs_down
+	dmesg >"$VMLAB_RESULTS/dmesg.txt" 2>/dev/null
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
