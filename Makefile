@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 4s
 BIN      := bin
 
-.PHONY: all build build-nocgo test-bins vet unit fuzz e2e e2e-7 test demo bench-tcp bench-vm clean deb deb-check test-deps demo-deps soak e2e-multipath
+.PHONY: all build build-nocgo test-bins vet unit fuzz e2e e2e-7 test demo bench-tcp bench-multipath-tcp bench-vm clean deb deb-check test-deps demo-deps soak e2e-multipath
 
 # The version the binary reports (iser-attach version) and the package carries: the VERSION
 # file, else git describe. REVISION is for builds Go cannot stamp with vcs.revision (worktrees).
@@ -105,6 +105,9 @@ demo: demo-deps
 
 bench-tcp:
 	scripts/bench-tcp.sh
+
+bench-multipath-tcp:
+	scripts/bench-multipath-tcp.sh
 
 bench-vm: build test-bins
 	ISER_VMLAB_KERNEL=$(VMLAB_KERNEL) ISER_VMLAB_NOBUILD=1 scripts/vmlab/vmlab.sh bench

@@ -15,7 +15,8 @@ import (
 
 // This file holds Multipath: one logical unit reached through several
 // portals, each a path with its own Nexus (its own ISID and connection).
-// I/O goes to the paths ALUA calls active/optimized (round-robin), to
+// I/O goes to the paths ALUA calls active/optimized (round-robin, or the
+// one with the fewest commands in flight: PathSelector), to
 // active/non-optimized ones only while no optimized path is usable, and a
 // command whose path fails is issued again on another path (see
 // multipath_submit.go; the stale-write rule is in multipath_fence.go).
@@ -41,7 +42,43 @@ type MultipathConfig struct {
 	// that it takes I/O again when its group becomes active even without
 	// a UNIT ATTENTION (default 2 s).
 	ProbeInterval time.Duration
-	Logger        zerolog.Logger
+	// Selector chooses among the usable paths of the best ALUA class:
+	// round-robin (the zero value) or queue-length.
+	Selector PathSelector
+	Logger   zerolog.Logger
+}
+
+// PathSelector is how a Multipath chooses among its usable paths.
+type PathSelector int
+
+// Path selectors.
+const (
+	// SelectRoundRobin takes the usable paths in turn.
+	SelectRoundRobin PathSelector = iota
+	// SelectQueueLength takes the usable path with the fewest commands
+	// in flight (dm-multipath's queue-length); ties go in turn.
+	SelectQueueLength
+)
+
+func (s PathSelector) String() string {
+	switch s {
+	case SelectRoundRobin:
+		return "round-robin"
+	case SelectQueueLength:
+		return "queue-length"
+	}
+	return fmt.Sprintf("path selector(%d)", int(s))
+}
+
+// ParsePathSelector reads a selector's name: round-robin or queue-length.
+func ParsePathSelector(s string) (PathSelector, error) {
+	switch s {
+	case "round-robin":
+		return SelectRoundRobin, nil
+	case "queue-length":
+		return SelectQueueLength, nil
+	}
+	return 0, fmt.Errorf("path selector %q: want round-robin or queue-length", s)
 }
 
 // ErrNoPath is wrapped by the error of I/O that found no usable path for
@@ -115,6 +152,7 @@ type mpath struct {
 
 	ios, failovers atomic.Uint64
 	inflight       atomic.Int64
+	picked         atomic.Uint64 // the turn queue-length last picked it in
 
 	mu        sync.Mutex
 	group     int // target port group, -1 unknown
@@ -131,7 +169,7 @@ type Multipath struct {
 	cfg   MultipathConfig
 	log   zerolog.Logger
 	paths []*mpath
-	rr    atomic.Uint32 // round-robin cursor
+	rr    atomic.Uint64 // round-robin cursor; queue-length's turn
 
 	bound atomic.Bool // bindLUN ran: paths are checked before use
 	lun   [8]byte     // set by bindLUN

@@ -44,15 +44,36 @@ func (p *mpath) class() int {
 	return classUnusable
 }
 
-// pick chooses the path for the next command: the active/optimized paths
-// in turn, an active/non-optimized one only when no optimized path is
-// usable, nil when no path is.
+// pick chooses the path for the next command among the usable paths of
+// the best class (active/optimized; active/non-optimized only when no
+// optimized path is usable), nil when no path is usable. Round-robin takes
+// them in turn; queue-length takes the one with the fewest commands in
+// flight and, among equals, the one picked least recently. It allocates
+// nothing.
 func (m *Multipath) pick() *mpath {
-	n := uint32(len(m.paths))
-	start := m.rr.Add(1)
+	n := uint64(len(m.paths))
+	turn := m.rr.Add(1)
+	if m.cfg.Selector == SelectQueueLength {
+		var best *mpath
+		bestClass, bestQ, bestTurn := classUnusable, int64(0), uint64(0)
+		for _, p := range m.paths {
+			c := p.class()
+			if c == classUnusable || c > bestClass {
+				continue
+			}
+			q, t := p.inflight.Load(), p.picked.Load()
+			if best == nil || c < bestClass || q < bestQ || q == bestQ && t < bestTurn {
+				best, bestClass, bestQ, bestTurn = p, c, q, t
+			}
+		}
+		if best != nil {
+			best.picked.Store(turn)
+		}
+		return best
+	}
 	var non *mpath
 	for i := range n {
-		p := m.paths[(start+i)%n]
+		p := m.paths[(turn+i)%n]
 		switch p.class() {
 		case classOptimized:
 			return p

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -367,11 +368,19 @@ func testStaleWrite(t *testing.T, async bool) {
 	}
 }
 
-// TestMultipathSubmitAllocatesNothing: the path choice and the command
-// record cost a command started with Multipath.Submit no allocation, as
-// with a Session or a Nexus (the loop datamover allocates nothing).
+// TestMultipathSubmitAllocatesNothing: the path choice (with either path
+// selector) and the command record cost a command started with
+// Multipath.Submit no allocation, as with a Session or a Nexus (the loop
+// datamover allocates nothing). One command at a time, queue-length's
+// ties take the paths in turn too.
 func TestMultipathSubmitAllocatesNothing(t *testing.T) {
-	cfg := initiator.MultipathConfig{NoPathTimeout: time.Second}
+	for _, sel := range []initiator.PathSelector{initiator.SelectRoundRobin, initiator.SelectQueueLength} {
+		t.Run(sel.String(), func(t *testing.T) { testSubmitAllocatesNothing(t, sel) })
+	}
+}
+
+func testSubmitAllocatesNothing(t *testing.T, sel initiator.PathSelector) {
+	cfg := initiator.MultipathConfig{NoPathTimeout: time.Second, Selector: sel}
 	for i := range 2 {
 		nc := initiator.NexusConfig{Portals: []string{fmt.Sprint("loop", i)},
 			Session: initiator.SessionConfig{LoginConfig: initiator.LoginConfig{
@@ -401,7 +410,7 @@ func TestMultipathSubmitAllocatesNothing(t *testing.T) {
 		submit()
 	}
 	if a := testing.AllocsPerRun(1000, submit); a != 0 {
-		t.Errorf("Multipath.Submit: %v allocations per command; want 0", a)
+		t.Errorf("Multipath.Submit (%v): %v allocations per command; want 0", sel, a)
 	}
 	for i, p := range m.Paths() {
 		if p.IOs < 500 {
@@ -514,5 +523,63 @@ func TestMultipathPathDownAtLoginJoinsLater(t *testing.T) {
 	}
 	if after := x.ios(); after[1] == before[1] {
 		t.Errorf("the late path took no I/O (%v -> %v)", before, after)
+	}
+}
+
+// TestMultipathPathSelector: with path 1's target slow (every READ held
+// 5 ms, so its commands queue up), round-robin still sends every other
+// command to it, while queue-length sends most new commands to path 2,
+// which has none in flight.
+func TestMultipathPathSelector(t *testing.T) {
+	for _, tc := range []struct {
+		sel      initiator.PathSelector
+		min, max float64 // path 2's share of the reads
+	}{
+		{initiator.SelectRoundRobin, 0.4, 0.6},
+		{initiator.SelectQueueLength, 0.8, 1},
+	} {
+		t.Run(tc.sel.String(), func(t *testing.T) {
+			lu := iscsitest.NewSharedLU(1024, 0x1234, false)
+			var slow atomic.Bool
+			lu.Stall = func(rtp uint16, cdb []byte) <-chan struct{} {
+				if rtp != 1 || !slow.Load() || (cdb[0] != 0x28 && cdb[0] != 0x88) {
+					return nil
+				}
+				ch := make(chan struct{})
+				time.AfterFunc(5*time.Millisecond, func() { close(ch) })
+				return ch
+			}
+			x := dialMP(t, twoPorts(lu, 1, 1), func(c *initiator.MultipathConfig) { c.Selector = tc.sel })
+			slow.Store(true)
+			before := x.ios()
+			const workers, reads = 8, 30
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]byte, 512)
+					for i := range reads {
+						if err := x.l.ReadAt(context.Background(), buf, int64(w*reads+i)*512); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			after := x.ios()
+			a, b := after[0]-before[0], after[1]-before[1]
+			if share := float64(b) / float64(a+b); share < tc.min || share > tc.max {
+				t.Errorf("%v: path 1 (slow) carried %d reads, path 2 %d: path 2's share %.2f, want %.2f to %.2f",
+					tc.sel, a, b, share, tc.min, tc.max)
+			}
+			t.Logf("%v: slow path %d reads, fast path %d", tc.sel, a, b)
+		})
 	}
 }

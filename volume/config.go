@@ -36,6 +36,7 @@ const (
 	DefaultLoginTimeout       = 15 * time.Second
 	DefaultQueues             = 1
 	DefaultNBDConnections     = 4
+	DefaultPathSelector       = "round-robin"
 )
 
 // maxConfigBytes bounds a configuration file; real ones are a few hundred bytes.
@@ -69,6 +70,12 @@ type Config struct {
 	// waits while no path is usable before it fails with EIO; negative
 	// (the default) means ReplacementTimeout.
 	NoPathTimeout time.Duration
+	// AllPortals adds, before the login, every portal SendTargets lists
+	// for the target to Portals, a path each (attach --all-portals).
+	AllPortals bool
+	// PathSelector chooses among the usable paths of a volume with several
+	// portals: round-robin or queue-length (the fewest commands in flight).
+	PathSelector string
 	// Queues are ublk hardware queues; NBDConnections the sockets of an
 	// NBD device.
 	Queues, NBDConnections int
@@ -152,6 +159,7 @@ func DefaultConfig(name string) Config {
 		LoginTimeout:       DefaultLoginTimeout,
 		CommandTimeout:     DefaultCommandTimeout,
 		NoPathTimeout:      -1,
+		PathSelector:       DefaultPathSelector,
 		Queues:             DefaultQueues,
 		NBDConnections:     DefaultNBDConnections,
 	}
@@ -180,6 +188,8 @@ var configKeys = map[string]configKey{
 	"login_timeout":       {set: func(c *Config, v string) error { return setDuration(&c.LoginTimeout, v, false) }},
 	"command_timeout":     {set: func(c *Config, v string) error { return setDuration(&c.CommandTimeout, v, false) }},
 	"no_path_timeout":     {set: func(c *Config, v string) error { return setDuration(&c.NoPathTimeout, v, true) }},
+	"all_portals":         {set: func(c *Config, v string) error { return setBool(&c.AllPortals, v) }},
+	"path_selector":       {set: func(c *Config, v string) error { return setChoice(&c.PathSelector, v, "round-robin", "queue-length") }},
 	"queues":              {set: func(c *Config, v string) error { return setInt(&c.Queues, v, 1, 4096) }},
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
@@ -543,6 +553,10 @@ func (c *Config) Marshal() []byte {
 	dur("login_timeout", c.LoginTimeout, d.LoginTimeout)
 	dur("command_timeout", c.CommandTimeout, d.CommandTimeout)
 	dur("no_path_timeout", c.NoPathTimeout, d.NoPathTimeout)
+	if c.AllPortals {
+		b.WriteString("all_portals = true\n")
+	}
+	str("path_selector", c.PathSelector, d.PathSelector)
 	num("queues", c.Queues, d.Queues)
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
 	str("initiator_name", c.InitiatorName, "")

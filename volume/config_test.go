@@ -36,6 +36,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.NOPTimeout, full.LoginTimeout = 3*time.Second, time.Minute
 	full.CommandTimeout = 45 * time.Second
 	full.NoPathTimeout = 20 * time.Second
+	full.AllPortals, full.PathSelector = true, "queue-length"
 	full.Queues, full.NBDConnections = 2, 8
 	full.InitiatorName = "iqn.2026-01.com.example:host1"
 	full.ReadOnly = true
@@ -85,12 +86,16 @@ nop_timeout = 3s
 login_timeout = 1m
 command_timeout = 45s
 no_path_timeout = 20s
+all_portals = true
+path_selector = queue-length
 queues = 2
 nbd_connections = 8
 initiator_name = iqn.2026-01.com.example:host1
 read_only = true
 `, full},
 		{"read_only false", minimalConf + "read_only = false\n", minimal},
+		{"all_portals false", minimalConf + "all_portals = false\n", minimal},
+		{"path_selector round-robin", minimalConf + "path_selector = round-robin\n", minimal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +169,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{"user control char", base + "chap_user = a\x01b\n", 3, "chap_user", "control"},
 		{"read_only yes", base + "read_only = yes\n", 3, "read_only", "want true or false"},
 		{"read_only 1", base + "read_only = 1\n", 3, "read_only", "want true or false"},
+		{"all_portals yes", base + "all_portals = yes\n", 3, "all_portals", "want true or false"},
+		{"all_portals TRUE", base + "all_portals = TRUE\n", 3, "all_portals", "want true or false"},
+		{"all_portals twice", base + "all_portals = true\nall_portals = true\n", 4, "all_portals", "duplicate key (first on line 3)"},
+		{"path_selector unknown", base + "path_selector = service-time\n", 3, "path_selector", "want round-robin, queue-length"},
+		{"path_selector dm form", base + "path_selector = round-robin 0\n", 3, "path_selector", "want round-robin, queue-length"},
+		{"path_selector empty", base + "path_selector =\n", 3, "path_selector", "empty value"},
 		{"other section", "[target]\n" + base, 1, "", "unknown section"},
 		{"two headers", "[volume]\n[volume]\n" + base, 2, "", "second [volume]"},
 		{"header after keys", base + "[volume]\n", 3, "", "before the first key"},

@@ -262,3 +262,68 @@ func TestListTable(t *testing.T) {
 		}
 	}
 }
+
+// TestListTablePaths: after the volumes, list shows each multipath
+// volume's paths (portal, state, ALUA, I/Os, in flight, last error;
+// --wide adds failovers), within 100 columns by default with the last
+// error's end kept, and every column is a field of list --json's paths.
+func TestListTablePaths(t *testing.T) {
+	all := []volume.Status{
+		{Name: "single", Kind: "attach", Device: "/dev/ublkb0", Portal: "10.0.0.1:3260", State: "attached"},
+		{Name: "a-rather-long-volume-name-from-a-long-iqn-lun16383", Kind: "attach", Device: "/dev/ublkb1",
+			Portal: "192.168.100.200:3260", State: "attached", Paths: []volume.PathStatus{
+				{Portal: "192.168.100.200:3260", State: "up", ALUA: "active/non-optimized", IOs: 12345678, InFlight: 128},
+				{Portal: "[fd00:1234:5678:9abc::11]:3260", State: "transitioning", ALUA: "transitioning", IOs: 17, Failovers: 3,
+					LastError: "session lost: read tcp 192.168.100.1:51234->192.168.100.201:3260: read: connection reset by peer"},
+			}},
+	}
+	var narrow, wide strings.Builder
+	if err := writeListTable(&narrow, all, false); err != nil {
+		t.Fatal(err)
+	}
+	out := narrow.String()
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if len(line) > 100 {
+			t.Errorf("line of %d columns:\n%s", len(line), line)
+		}
+	}
+	if strings.Contains(out, "single: ") {
+		t.Errorf("a single-path volume has a path table:\n%s", out)
+	}
+	_, paths, ok := strings.Cut(out, "\n...a-long-iqn-lun16383: 2 paths\n")
+	if !ok {
+		t.Fatalf("no path table for the multipath volume:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(paths, "\n"), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "PORTAL STATE ALUA IOS IN_FLIGHT LAST_ERROR" {
+		t.Fatalf("path table:\n%s", paths)
+	}
+	if f := strings.Fields(lines[1]); len(f) != 6 || f[0] != "192.168.100.200:3260" || f[1] != "up" || f[2] != "active/non-optimized" ||
+		f[3] != "12345678" || f[4] != "128" || f[5] != "-" {
+		t.Errorf("first path's line %q", lines[1])
+	}
+	if f := strings.Fields(lines[2]); len(f) < 6 || f[0] != "...5678:9abc::11]:3260" || f[1] != "transitioning" ||
+		!strings.HasPrefix(f[5], "...") || !strings.HasSuffix(lines[2], "reset by peer") {
+		t.Errorf("second path's line %q: want the portal's and the error's ends (%q)", lines[2], strings.Fields(lines[2]))
+	}
+	if err := writeListTable(&wide, all, true); err != nil {
+		t.Fatal(err)
+	}
+	_, paths, _ = strings.Cut(wide.String(), "\na-rather-long-volume-name-from-a-long-iqn-lun16383: 2 paths\n")
+	lines = strings.Split(strings.TrimSuffix(paths, "\n"), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[2], all[1].Paths[1].LastError) || !strings.Contains(lines[2], all[1].Paths[1].Portal) {
+		t.Fatalf("wide path table:\n%s", wide.String())
+	}
+	head := strings.Fields(lines[0])
+	if len(head) != len(pathColumns) {
+		t.Errorf("wide path header %q", head)
+	}
+	b, _ := json.Marshal(all[1].Paths[1])
+	var fields map[string]any
+	_ = json.Unmarshal(b, &fields)
+	for _, h := range head {
+		if _, ok := fields[strings.ToLower(h)]; !ok {
+			t.Errorf("path column %s is not in list --json's paths (%s)", h, b)
+		}
+	}
+}

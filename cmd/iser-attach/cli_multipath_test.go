@@ -15,6 +15,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 	"github.com/iser-attach/iser-attach/volume"
@@ -179,5 +180,55 @@ func TestServeAllPortals(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "--all-portals: portal added") {
 		t.Errorf("no log line for the portal added")
+	}
+}
+
+// TestInfoMultipath: info with two portals of one LU (iscsitest's shared
+// LU, ALUA groups 1 active/optimized and 2 active/non-optimized) shows
+// each path, with the fields list --json has: its table after the LUN's
+// lines, and paths in --json.
+func TestInfoMultipath(t *testing.T) {
+	const iqn = "iqn.2026-11.test:info-paths"
+	lu := iscsitest.NewSharedLU(2048, 0x78, true)
+	lu.SetState(2, scsi.AccessActiveNonOptimized, false)
+	var addrs [2]string
+	for i := range addrs {
+		addrs[i], _ = iscsitest.Listen(t, lu.Port(uint16(i+1), uint16(i+1)))
+	}
+	args := []string{"info", "--portal", addrs[0], "--portal", addrs[1], "--target", iqn, "--lun", "0", "--transport", "tcp"}
+	out, errs, err := run(t, nil, args...)
+	if err != nil {
+		t.Fatalf("info: %v\n%s", err, errs)
+	}
+	_, table, ok := strings.Cut(out, "\n2 paths\n")
+	if !ok {
+		t.Fatalf("info shows no paths:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "PORTAL STATE ALUA IOS IN_FLIGHT FAILOVERS LAST_ERROR" {
+		t.Fatalf("info's path table:\n%s", table)
+	}
+	for i, want := range []string{"active/optimized", "active/non-optimized"} {
+		if f := strings.Fields(lines[i+1]); len(f) != 7 || f[0] != addrs[i] || f[1] != "up" || f[2] != want {
+			t.Errorf("path %d's line %q: want %s up %s", i, lines[i+1], addrs[i], want)
+		}
+	}
+	out, errs, err = run(t, nil, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("info --json: %v\n%s", err, errs)
+	}
+	var info struct {
+		Paths []volume.PathStatus `json:"paths"`
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("info --json: %v\n%s", err, out)
+	}
+	if len(info.Paths) != 2 || info.Paths[0].Portal != addrs[0] || info.Paths[1].ALUA != "active/non-optimized" || info.Paths[1].State != "up" {
+		t.Errorf("info --json paths: %+v", info.Paths)
+	}
+	// One portal: no paths.
+	out, errs, err = run(t, nil, "info", "--portal", addrs[0], "--target", iqn, "--lun", "0", "--transport", "tcp", "--json")
+	if err != nil || strings.Contains(out, `"paths"`) {
+		t.Errorf("info --json with one portal: %v %s\n%s", err, errs, out)
 	}
 }

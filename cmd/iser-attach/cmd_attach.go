@@ -266,10 +266,7 @@ func nexusState(s initiator.NexusState, healthy string) string {
 // recoveries, faults, last error) into st.
 // setPaths fills st.Paths from a multipath LUN's paths.
 func setPaths(st *volume.Status, l *lunConn) {
-	for _, p := range l.paths() {
-		st.Paths = append(st.Paths, volume.PathStatus{Portal: p.Portal, State: p.State.String(), ALUA: p.ALUA,
-			IOs: p.IOs, InFlight: p.InFlight, Failovers: p.Failovers, LastError: p.LastError})
-	}
+	st.Paths = pathStatuses(l.paths())
 }
 
 func setNexusFields(st *volume.Status, ns initiator.NexusStatus) {

@@ -109,7 +109,9 @@ var listColumns = []listColumn{
 const listCellMax = 22
 
 // writeListTable writes list's table: the narrow columns, or with wide
-// every column, unclipped. Its cells are list --json's fields.
+// every column, unclipped; then, for each volume or serve process with
+// several paths, a table of its paths (writeListPaths). Its cells are
+// list --json's fields.
 func writeListTable(w io.Writer, all []volume.Status, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	var cols []listColumn
@@ -129,14 +131,17 @@ func writeListTable(w io.Writer, all []volume.Status, wide bool) error {
 			if cell == "" {
 				cell = "-"
 			}
-			if !wide && len(cell) > listCellMax {
-				cell = "..." + cell[len(cell)-listCellMax+3:]
+			if !wide {
+				cell = clipFront(cell, listCellMax)
 			}
 			row[i] = cell
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeListPaths(w, all, wide)
 }
 
 // listAll is every attached volume (kind attach) and then every serve

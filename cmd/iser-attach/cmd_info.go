@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/scsi"
+	"github.com/iser-attach/iser-attach/volume"
 )
 
 func infoCommand() *cli.Command {
@@ -59,7 +61,10 @@ func infoCommand() *cli.Command {
 			fmt.Fprintf(tw, "write protected\t%s\n", yesNo(info.WriteProtected))
 			fmt.Fprintf(tw, "thin provisioning\t%s\n", yesNo(info.ThinProvisioned))
 			fmt.Fprintf(tw, "unmap\t%s\n", yesNo(info.Unmap))
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return writeInfoPaths(os.Stdout, info.Paths)
 		},
 	}
 }
@@ -87,6 +92,19 @@ type lunInfoJSON struct {
 	MaxTransfer       uint32 `json:"max_transfer"`
 	// Error is why a disk LUN could not be opened (info without --lun).
 	Error string `json:"error,omitempty"`
+	// Paths holds each path with several portals, as list --json shows
+	// them; none with one portal.
+	Paths []volume.PathStatus `json:"paths,omitempty"`
+}
+
+// writeInfoPaths writes info's paths after its other lines: a line
+// saying how many, then their table (every column).
+func writeInfoPaths(w io.Writer, paths []volume.PathStatus) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%d paths\n", len(paths))
+	return writePathTable(w, "  ", paths, true)
 }
 
 func lunJSON(l *lunConn, initiatorName string) lunInfoJSON {
@@ -95,13 +113,17 @@ func lunJSON(l *lunConn, initiatorName string) lunInfoJSON {
 
 func infoJSON(nx nexusHandle, initiatorName string, typ scsi.DeviceType, i initiator.LUNInfo, maxTransfer uint32) lunInfoJSON {
 	st := nx.Status()
+	var paths []volume.PathStatus
+	if m, ok := nx.(*initiator.Multipath); ok {
+		paths = pathStatuses(m.Paths())
+	}
 	return lunInfoJSON{
 		Target: nx.TargetName(), Portal: st.Portal, Transport: st.Transport, Initiator: initiatorName,
 		LUN: i.Number, Type: typ.String(),
 		Size: i.Size(), BlockSize: i.BlockSize, PhysicalBlockSize: i.PhysicalBlockSize,
 		Vendor: i.Vendor, Product: i.Product, Revision: i.Revision, Serial: i.Serial, WWN: i.WWN,
 		WriteCache: i.WriteCache, FUA: i.FUA, WriteProtected: i.WriteProtected,
-		ThinProvisioned: i.ThinProvisioned, Unmap: i.Unmap, MaxTransfer: maxTransfer,
+		ThinProvisioned: i.ThinProvisioned, Unmap: i.Unmap, MaxTransfer: maxTransfer, Paths: paths,
 	}
 }
 

@@ -74,6 +74,8 @@ func volumeAddFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nop-interval", Value: d.NOPInterval, Usage: "NOP-Out ping interval when idle (0: off)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: d.NOPTimeout, Usage: "time a NOP-Out ping may take"},
 		noPathTimeoutFlag(),
+		&cli.BoolFlag{Name: "all-portals", Usage: "attach also logs in through every other portal SendTargets lists for the target, a path each (all_portals = true)"},
+		pathSelectorFlag(),
 		&cli.DurationFlag{Name: "login-timeout", Value: d.LoginTimeout, Usage: "time allowed for connecting and logging in"},
 		&cli.DurationFlag{Name: "command-timeout", Value: d.CommandTimeout, Usage: "time a SCSI command may go without status before it is aborted"},
 		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
@@ -110,6 +112,7 @@ func volumeAdd(c *cli.Context) error {
 	if cfg.NoPathTimeout = noPathTimeout(c); cfg.NoPathTimeout < -1 {
 		return usageErrorf(c, "--no-path-timeout %v: must not be negative", cfg.NoPathTimeout)
 	}
+	cfg.AllPortals, cfg.PathSelector = c.Bool("all-portals"), c.String("path-selector")
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/volume"
 )
 
@@ -108,5 +110,100 @@ func TestAttachReadOnlyFlag(t *testing.T) {
 	}
 	if !found {
 		t.Error("serve has no --read-only")
+	}
+}
+
+// TestVolumeMultipathKeys: volume add --all-portals --path-selector
+// queue-length writes all_portals = true and path_selector =
+// queue-length, and attach --volume takes both from the file; a volume
+// without them has neither (round-robin); a selector volume add does not
+// know is refused naming the flag.
+func TestVolumeMultipathKeys(t *testing.T) {
+	dir := volumeEnv(t)
+	for _, name := range []string{"mp", "plain"} {
+		args := []string{"add", name, "--portal", "10.0.0.1", "--portal", "10.0.0.2", "--target", volTarget,
+			"--initiator-name", "iqn.2026-11.io.iser-attach:host"}
+		if name == "mp" {
+			args = append(args, "--all-portals", "--path-selector", "queue-length")
+		}
+		if _, errs, err := runVolume(t, args...); err != nil {
+			t.Fatalf("add %s: %v\n%s", name, err, errs)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "mp.conf"))
+	if err != nil || !strings.Contains(string(data), "\nall_portals = true\n") || !strings.Contains(string(data), "\npath_selector = queue-length\n") {
+		t.Fatalf("mp.conf: %v\n%s", err, data)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "plain.conf")); strings.Contains(string(data), "all_portals") || strings.Contains(string(data), "path_selector") {
+		t.Fatalf("plain.conf has multipath keys it was not given:\n%s", data)
+	}
+	for name, want := range map[string]struct {
+		all bool
+		sel initiator.PathSelector
+	}{"mp": {true, initiator.SelectQueueLength}, "plain": {false, initiator.SelectRoundRobin}} {
+		var sp *attachSpec
+		app := &cli.App{Name: "iser-attach", ExitErrHandler: func(*cli.Context, error) {},
+			Commands: []*cli.Command{{Name: "attach", Flags: []cli.Flag{&cli.StringFlag{Name: "initiator-name"}},
+				Action: func(c *cli.Context) (err error) {
+					sp, err = specFromVolume(c, name)
+					return err
+				}}}}
+		if err := app.Run([]string{"iser-attach", "attach"}); err != nil {
+			t.Fatal(err)
+		}
+		if sp.AllPortals != want.all || sp.PathSelector != want.sel {
+			t.Errorf("attach --volume %s: AllPortals %v, PathSelector %v; want %v, %v", name, sp.AllPortals, sp.PathSelector, want.all, want.sel)
+		}
+	}
+	_, errs, err := runVolume(t, "add", "bad", "--portal", "10.0.0.1", "--target", volTarget, "--path-selector", "service-time")
+	if err == nil || !strings.Contains(err.Error()+errs, "--path-selector") {
+		t.Errorf("volume add --path-selector service-time: %v %s; want an error naming --path-selector", err, errs)
+	}
+}
+
+// TestAttachPathSelectorFlag: attach and serve take --path-selector
+// (round-robin by default); an unknown selector is a usage error naming
+// the flag.
+func TestAttachPathSelectorFlag(t *testing.T) {
+	volumeEnv(t)
+	for _, c := range []struct {
+		args []string
+		want initiator.PathSelector
+		err  string
+	}{
+		{nil, initiator.SelectRoundRobin, ""},
+		{[]string{"--path-selector", "queue-length"}, initiator.SelectQueueLength, ""},
+		{[]string{"--path-selector", "round-robin"}, initiator.SelectRoundRobin, ""},
+		{[]string{"--path-selector", "least-queue"}, 0, "--path-selector"},
+	} {
+		cmd := attachCommand()
+		var sp *attachSpec
+		cmd.Action = func(c *cli.Context) (err error) {
+			sp, err = attachSpecFrom(c)
+			return err
+		}
+		app := &cli.App{Name: "iser-attach", ExitErrHandler: func(*cli.Context, error) {}, Writer: io.Discard, ErrWriter: io.Discard,
+			Flags: []cli.Flag{&cli.StringFlag{Name: "initiator-name", Value: "iqn.2026-11.io.iser-attach:host"}}, Commands: []*cli.Command{cmd}}
+		args := append([]string{"iser-attach", "attach", "--portal", "10.0.0.1", "--portal", "10.0.0.2", "--target", volTarget}, c.args...)
+		err := app.Run(args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("attach %q: %v; want an error naming %s", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.PathSelector != c.want {
+			t.Errorf("attach %q: PathSelector %v, want %v", c.args, sp.PathSelector, c.want)
+		}
+	}
+	found := false
+	for _, f := range serveCommand().Flags {
+		found = found || f.Names()[0] == "path-selector"
+	}
+	if !found {
+		t.Error("serve has no --path-selector")
 	}
 }

@@ -36,7 +36,14 @@ func sessionFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nop-interval", Value: volume.DefaultNOPInterval, Usage: "NOP-Out keepalive interval on an idle connection (0 disables; seconds, or a Go duration)"},
 		&cli.DurationFlag{Name: "nop-timeout", Value: volume.DefaultNOPTimeout, Usage: "time allowed for the NOP-In answer before the connection counts as lost (seconds, or a Go duration)"},
 		noPathTimeoutFlag(),
+		pathSelectorFlag(),
 	}
+}
+
+// pathSelectorFlag is --path-selector, for attach, serve and volume add.
+func pathSelectorFlag() cli.Flag {
+	return &cli.StringFlag{Name: "path-selector", Value: volume.DefaultPathSelector,
+		Usage: "with several portals: how I/O chooses among the usable paths, round-robin (in turn) or queue-length (the path with the fewest commands in flight)"}
 }
 
 // noPathTimeoutFlag is --no-path-timeout; unset, the replacement timeout.
@@ -75,8 +82,11 @@ type lunSpec struct {
 	// is usable; negative means ReplacementTimeout.
 	NoPathTimeout time.Duration
 	// AllPortals adds, before the login, every portal SendTargets lists
-	// for the target (--all-portals).
+	// for the target (--all-portals, all_portals).
 	AllPortals bool
+	// PathSelector chooses among a multipath LUN's usable paths
+	// (--path-selector, path_selector).
+	PathSelector initiator.PathSelector
 }
 
 // addDiscoveredPortals asks the spec's portals for the target's portals
@@ -152,6 +162,11 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		sp.QueueDepth, sp.ReplacementTimeout = c.Int("queue-depth"), c.Duration("replacement-timeout")
 		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
 		sp.NoPathTimeout = noPathTimeout(c)
+		sel, err := initiator.ParsePathSelector(c.String("path-selector"))
+		if err != nil {
+			return nil, usageErrorf(c, "--path-selector: %v", err)
+		}
+		sp.PathSelector = sel
 	}
 	sp.AllPortals = hasFlag(c, "all-portals") && c.Bool("all-portals")
 	for _, p := range c.StringSlice("portal") {
@@ -353,7 +368,7 @@ func loginSpec(lctx context.Context, sp *lunSpec) (nexusHandle, zerolog.Logger, 
 // own portal group tag, and faster path checking (multipathNOPInterval)
 // unless the spec sets its own.
 func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfig, log zerolog.Logger) (nexusHandle, zerolog.Logger, error) {
-	mc := initiator.MultipathConfig{NoPathTimeout: sp.NoPathTimeout, Logger: log}
+	mc := initiator.MultipathConfig{NoPathTimeout: sp.NoPathTimeout, Selector: sp.PathSelector, Logger: log}
 	if mc.NoPathTimeout < 0 {
 		mc.NoPathTimeout = sp.ReplacementTimeout
 	}
@@ -393,7 +408,7 @@ func loginMultipath(lctx context.Context, sp *lunSpec, base initiator.NexusConfi
 		}
 	}
 	log.Info().Strs("portals", sp.Portals).Int("up", up).Str("transport", m.Status().Transport).
-		Dur("no_path_timeout", mc.NoPathTimeout).Msg("logged in: one path per portal")
+		Dur("no_path_timeout", mc.NoPathTimeout).Stringer("path_selector", mc.Selector).Msg("logged in: one path per portal")
 	return m, log, nil
 }
 

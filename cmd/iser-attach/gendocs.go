@@ -39,10 +39,11 @@ func genCompletionCommand() *cli.Command {
 // of that name takes them). TestGenCompletionValues checks them against
 // the flags' usage and the binary.
 var flagValues = map[string][]string{
-	"--transport":  {"auto", "iser", "tcp"},
-	"--frontend":   {"ublk", "nbd"},
-	"--log-format": {"console", "json"},
-	"--log-level":  {"trace", "debug", "info", "warn", "error"},
+	"--transport":     {"auto", "iser", "tcp"},
+	"--frontend":      {"ublk", "nbd"},
+	"--path-selector": {"round-robin", "queue-length"},
+	"--log-format":    {"console", "json"},
+	"--log-level":     {"trace", "debug", "info", "warn", "error"},
 }
 
 // volumeArgs are the commands whose arguments are configured volume names

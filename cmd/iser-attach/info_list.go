@@ -51,6 +51,11 @@ func listLUNs(ctx context.Context, sp *lunSpec, asJSON bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if m, ok := nx.(*initiator.Multipath); ok {
+		if err := writeInfoPaths(os.Stdout, pathStatuses(m.Paths())); err != nil {
+			return err
+		}
+	}
 	fmt.Println()
 	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LUN\tTYPE\tSIZE\tBLOCK\tVENDOR\tPRODUCT\tWWN")

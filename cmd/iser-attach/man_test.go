@@ -146,7 +146,7 @@ func TestManPageConfigKeys(t *testing.T) {
 		"replacement_timeout": seconds(def.ReplacementTimeout), "nop_interval": seconds(def.NOPInterval),
 		"nop_timeout": seconds(def.NOPTimeout), "login_timeout": seconds(def.LoginTimeout),
 		"command_timeout": seconds(def.CommandTimeout), "queues": fmt.Sprint(def.Queues),
-		"nbd_connections": fmt.Sprint(def.NBDConnections),
+		"nbd_connections": fmt.Sprint(def.NBDConnections), "path_selector": strings.ReplaceAll(def.PathSelector, "-", `\-`),
 	}
 	for _, k := range volume.ConfigKeys() {
 		known[k] = true

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/volume"
 )
 
@@ -19,7 +20,11 @@ func specFromVolume(c *cli.Context, name string) (*attachSpec, error) {
 		ReadOnly: cfg.ReadOnly}
 	sp.lunSpec = lunSpec{Volume: cfg.Name, Target: cfg.Target, LUN: cfg.LUN, AnyLUN: cfg.AnyLUN, Transport: cfg.Transport,
 		QueueDepth: cfg.QueueDepth, LoginTimeout: cfg.LoginTimeout, ReplacementTimeout: cfg.ReplacementTimeout,
-		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout, NoPathTimeout: cfg.NoPathTimeout}
+		NOPInterval: cfg.NOPInterval, NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout, NoPathTimeout: cfg.NoPathTimeout,
+		AllPortals: cfg.AllPortals}
+	if sp.PathSelector, err = initiator.ParsePathSelector(cfg.PathSelector); err != nil {
+		return nil, fmt.Errorf("volume %s (%s): %w", name, cfg.Path, err)
+	}
 	for _, p := range cfg.Portals {
 		if err := sp.addPortal(p); err != nil {
 			return nil, fmt.Errorf("volume %s (%s): %w", name, cfg.Path, err)
