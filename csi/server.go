@@ -53,9 +53,9 @@ func Listen(path string) (net.Listener, error) {
 // StopTimeout bounds GracefulStop: calls still running after it are cut.
 const StopTimeout = 10 * time.Second
 
-// Serve serves identity and, when not nil, controller on l until ctx
+// Serve serves identity and, when not nil, controller and node on l until ctx
 // ends, then stops gracefully (at most StopTimeout) and removes the socket.
-func Serve(ctx context.Context, l net.Listener, identity *Identity, controller *Controller, log zerolog.Logger) error {
+func Serve(ctx context.Context, l net.Listener, identity *Identity, controller *Controller, node *Node, log zerolog.Logger) error {
 	srv := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := h(ctx, req)
@@ -69,6 +69,9 @@ func Serve(ctx context.Context, l net.Listener, identity *Identity, controller *
 	csipb.RegisterIdentityServer(srv, identity)
 	if controller != nil {
 		csipb.RegisterControllerServer(srv, controller)
+	}
+	if node != nil {
+		csipb.RegisterNodeServer(srv, node)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()

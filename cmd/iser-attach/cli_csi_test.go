@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/iser-attach/iser-attach/internal/tgttest"
+)
+
+// csiSanityVersion is the csi-sanity the test runs, built from the Go
+// module proxy (or $ISER_CSI_SANITY, a csi-sanity binary, when set).
+const csiSanityVersion = "v5.4.0"
+
+func csiSanity(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("ISER_CSI_SANITY"); p != "" {
+		return p
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "install", "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@"+csiSanityVersion)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build csi-sanity %s: %v\n%s", csiSanityVersion, err, out)
+	}
+	return filepath.Join(dir, "csi-sanity")
+}
+
+// csiPool starts tgtd with three LUNs of 64, 128 and 256 MiB and writes a
+// pool file for it.
+func csiPool(t *testing.T) (*tgttest.Server, string) {
+	srv := tgttest.Start(t, tgttest.Target{IQN: "iqn.2026-11.test:csi-pool", LUNs: []tgttest.LUN{
+		{Size: 128 << 20}, {Size: 64 << 20}, {Size: 256 << 20}}})
+	pool := filepath.Join(t.TempDir(), "pool.conf")
+	conf := "# the CSI pool\nportal = " + srv.Portal() + "\ntarget = " + srv.IQN() + "\ntransport = tcp\n"
+	if err := os.WriteFile(pool, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, pool
+}
+
+// startCSI runs iser-attach csi and waits until its socket answers Probe.
+func startCSI(t *testing.T, sock, pool, state string) (*exec.Cmd, *lockedBuffer, <-chan error, *grpc.ClientConn) {
+	t.Helper()
+	cmd, logs, exited := startBinary(t, "--initiator-name", initiatorIQN, "csi", "--endpoint", "unix://"+sock,
+		"--node-id", "node-1", "--pool", pool, "--state-dir", state)
+	t.Cleanup(func() { cmd.Process.Kill() })
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("csi exited: %v\n%s", err, logs.String())
+		default:
+		}
+		if _, err := os.Stat(sock); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			r, err := csipb.NewIdentityClient(conn).Probe(ctx, &csipb.ProbeRequest{})
+			cancel()
+			if err == nil && r.GetReady().GetValue() {
+				return cmd, logs, exited, conn
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("csi socket not ready after 30 s:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopCSI sends SIGTERM and checks a clean exit that removes the socket.
+func stopCSI(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, exited <-chan error, sock string) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("csi after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("csi still running 15 s after SIGTERM:\n%s", logs.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Fatalf("socket left after SIGTERM: %v", err)
+	}
+}
+
+// TestCSISanity runs csi-sanity's Identity and Controller specs against
+// iser-attach csi with a pool on tgtd over iSCSI/TCP. Every volume is
+// 64 MiB (the smallest LU): the "different capacity" spec needs a LU of
+// exactly the test size, and ControllerExpandVolume cannot go beyond a
+// volume's LU, so the expansion asks for the size the volume has. The Node
+// specs are skipped: the Node service is not built.
+func TestCSISanity(t *testing.T) {
+	sanity := csiSanity(t)
+	_, pool := csiPool(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "csi.sock")
+	cmd, logs, exited, _ := startCSI(t, sock, pool, filepath.Join(dir, "state"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	san := exec.CommandContext(ctx, sanity, "-csi.endpoint", "unix://"+sock,
+		"-csi.testvolumesize", "67108864", "-csi.testvolumeexpandsize", "67108864",
+		"-ginkgo.skip", "Node Service", "-ginkgo.no-color", "-ginkgo.v")
+	out, err := san.CombinedOutput()
+	summary := regexp.MustCompile(`(?m)^Ran \d+ of \d+ Specs.*\n(SUCCESS|FAIL).*$`).FindString(string(out))
+	t.Logf("csi-sanity %s: %s", csiSanityVersion, strings.ReplaceAll(summary, "\n", "; "))
+	if testing.Verbose() {
+		t.Logf("csi-sanity's output:\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "SUCCESS!") {
+		t.Fatalf("csi-sanity: %v\n%s\niser-attach csi:\n%s", err, out, logs.String())
+	}
+	m := regexp.MustCompile(`(?m)^Ran (\d+) of`).FindStringSubmatch(string(out))
+	if m == nil || len(m[1]) < 2 { // fewer than 10 specs ran: the run tested nothing
+		t.Fatalf("csi-sanity ran too few specs:\n%s", out)
+	}
+	stopCSI(t, cmd, logs, exited, sock)
+}
+
+// TestCSIRestartKeepsVolumes: a volume created before SIGTERM is there
+// after a restart on the same state directory, on the same LU; the stale
+// socket of a killed controller is replaced.
+func TestCSIRestartKeepsVolumes(t *testing.T) {
+	_, pool := csiPool(t)
+	dir := t.TempDir()
+	sock, state := filepath.Join(dir, "csi.sock"), filepath.Join(dir, "state")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	caps := []*csipb.VolumeCapability{{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
+	createReq := &csipb.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: caps,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 100 << 20}}
+
+	cmd, logs, exited, conn := startCSI(t, sock, pool, state)
+	v1, err := csipb.NewControllerClient(conn).CreateVolume(ctx, createReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LUN 1 is the 128 MiB LU, the smallest of at least 100 MiB.
+	if v1.Volume.CapacityBytes != 128<<20 || !strings.HasPrefix(v1.Volume.VolumeId, "iser1:1:naa.") ||
+		!strings.HasSuffix(v1.Volume.VolumeId, ":iqn.2026-11.test:csi-pool") {
+		t.Fatalf("CreateVolume = %+v", v1.Volume)
+	}
+	stopCSI(t, cmd, logs, exited, sock)
+
+	cmd, logs, exited, conn = startCSI(t, sock, pool, state)
+	ctrl := csipb.NewControllerClient(conn)
+	list, err := ctrl.ListVolumes(ctx, &csipb.ListVolumesRequest{})
+	if err != nil || len(list.Entries) != 1 || list.Entries[0].Volume.VolumeId != v1.Volume.VolumeId {
+		t.Fatalf("ListVolumes after restart = %+v, %v", list, err)
+	}
+	v2, err := ctrl.CreateVolume(ctx, createReq)
+	if err != nil || v2.Volume.VolumeId != v1.Volume.VolumeId {
+		t.Fatalf("CreateVolume after restart = %+v, %v; want %s", v2, err, v1.Volume.VolumeId)
+	}
+	// SIGKILL leaves the socket; the next controller replaces it.
+	cmd.Process.Kill()
+	<-exited
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("socket after SIGKILL: %v", err)
+	}
+	cmd, logs, exited, conn = startCSI(t, sock, pool, state)
+	if _, err := csipb.NewControllerClient(conn).DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v1.Volume.VolumeId}); err != nil {
+		t.Fatal(err)
+	}
+	stopCSI(t, cmd, logs, exited, sock)
+}
