@@ -183,3 +183,52 @@ func TestCSIRestartKeepsVolumes(t *testing.T) {
 	}
 	stopCSI(t, cmd, logs, exited, sock)
 }
+
+// TestCSIFlagsAndPool: a missing flag or a bad endpoint is a usage mistake
+// (exit 2); a pool file with lun, or a pool nobody serves, fails in one
+// line before any socket is made.
+func TestCSIFlagsAndPool(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "csi.sock")
+	withLUN := filepath.Join(dir, "lun.conf")
+	os.WriteFile(withLUN, []byte("portal = 127.0.0.1:9\ntarget = iqn.2026-11.test:x\nlun = 1\n"), 0o644)
+	deadPool := filepath.Join(dir, "dead.conf")
+	os.WriteFile(deadPool, []byte("portal = 127.0.0.1:9\ntarget = iqn.2026-11.test:x\nlogin_timeout = 2\n"), 0o644)
+	typo := filepath.Join(dir, "typo.conf")
+	os.WriteFile(typo, []byte("portal = 127.0.0.1:9\ntraget = iqn.2026-11.test:x\n"), 0o644)
+	all := func(over ...string) []string {
+		args := map[string]string{"--endpoint": "unix://" + sock, "--node-id": "n1", "--pool": deadPool, "--state-dir": filepath.Join(dir, "state")}
+		for i := 0; i+1 < len(over); i += 2 {
+			args[over[i]] = over[i+1]
+		}
+		out := []string{"--initiator-name", initiatorIQN, "csi"}
+		for _, k := range []string{"--endpoint", "--node-id", "--pool", "--state-dir"} {
+			if args[k] != "" {
+				out = append(out, k, args[k])
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{all("--node-id", ""), 2, "csi: required flag --node-id not given"},
+		{all("--state-dir", ""), 2, "csi: required flag --state-dir not given"},
+		{all("--endpoint", "/run/csi.sock"), 2, `csi: --endpoint: endpoint "/run/csi.sock": want unix:///ABSOLUTE/PATH`},
+		{all("--pool", withLUN), 1, "--pool: " + withLUN + ":3: lun: a pool is every disk LUN of the target; leave lun out"},
+		{all("--pool", typo), 1, "unknown key (did you mean 'target'?)"},
+		{all(), 1, "scan pool:"},
+	} {
+		_, errs, code := runBinary(t, binary, nil, tc.args...)
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		last := lines[len(lines)-1]
+		if code != tc.code || !strings.Contains(last, tc.want) {
+			t.Errorf("%q: exit %d, last line %q; want %d and %q\n%s", tc.args, code, last, tc.code, tc.want, errs)
+		}
+		if _, err := os.Stat(sock); !os.IsNotExist(err) {
+			t.Fatalf("%q: socket made: %v", tc.args, err)
+		}
+	}
+}
