@@ -73,7 +73,9 @@ func TestServe(t *testing.T) {
 	c := newTestController(t, t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, l, &Identity{Version: "test", Controller: true}, c, NewNode("n1"), zerolog.Nop()) }()
+	go func() {
+		done <- Serve(ctx, l, &Identity{Version: "test", Controller: true}, c, NewNode("n1"), zerolog.Nop())
+	}()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
