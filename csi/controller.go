@@ -36,12 +36,18 @@ type Controller struct {
 	target string
 	log    zerolog.Logger
 
-	mu    sync.Mutex
-	store *Store
-	lus   []LU                   // by size, then LUN
-	vols  map[string]*Allocation // by name
-	byID  map[string]*Allocation // by volume ID
-	taken map[uint16]*Allocation // by LUN
+	// Wipe, when set before serving, zeroes a volume's LU before
+	// DeleteVolume frees it (--wipe-on-delete); it must check that lun is
+	// still the LU luid.
+	Wipe func(ctx context.Context, lun uint16, luid string) error
+
+	mu     sync.Mutex
+	wiping map[string]*wipeOp // by volume ID
+	store  *Store
+	lus    []LU                   // by size, then LUN
+	vols   map[string]*Allocation // by name
+	byID   map[string]*Allocation // by volume ID
+	taken  map[uint16]*Allocation // by LUN
 }
 
 // NewController serves target's LUs lus, with the allocations of store.
@@ -55,7 +61,7 @@ func NewController(target string, lus []LU, store *Store, log zerolog.Logger) (*
 	if st.Target != "" && st.Target != target {
 		return nil, fmt.Errorf("csi controller: state directory %s holds target %s's volumes, the pool is %s", store.Dir(), st.Target, target)
 	}
-	c := &Controller{target: target, log: log, store: store, vols: map[string]*Allocation{},
+	c := &Controller{target: target, log: log, store: store, vols: map[string]*Allocation{}, wiping: map[string]*wipeOp{},
 		byID: map[string]*Allocation{}, taken: map[uint16]*Allocation{}}
 	for _, l := range lus {
 		if err := CheckLUID(l.LUID); err != nil {
@@ -199,6 +205,9 @@ func (c *Controller) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRe
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if a, ok := c.vols[name]; ok {
+		if c.wiping[a.VolumeID] != nil {
+			return nil, status.Errorf(codes.Aborted, "volume %q is being deleted (its LU is being wiped)", name)
+		}
 		if !fits(a.Capacity, r) {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q exists with %d bytes (LUN %d), outside the range asked for (required %d, limit %d)",
 				name, a.Capacity, a.LUN, r.GetRequiredBytes(), r.GetLimitBytes())
@@ -246,27 +255,87 @@ func (c *Controller) sizesLocked() string {
 	return strings.Join(slices.Compact(s), ", ")
 }
 
-// DeleteVolume frees the volume's LU; an unknown ID is already deleted.
+// DeleteVolume frees the volume's LU, after wiping it when c.Wipe is set;
+// an unknown ID is already deleted.
 func (c *Controller) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume ID missing")
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	a, ok := c.byID[id]
 	if !ok {
+		c.mu.Unlock()
 		return &csipb.DeleteVolumeResponse{}, nil
 	}
+	if c.Wipe == nil {
+		defer c.mu.Unlock()
+		if err := c.freeLocked(a); err != nil {
+			return nil, status.Errorf(codes.Internal, "delete volume %s: %v", id, err)
+		}
+		return &csipb.DeleteVolumeResponse{}, nil
+	}
+	op := c.wiping[id]
+	if op == nil {
+		op = &wipeOp{done: make(chan struct{})}
+		c.wiping[id] = op
+		go c.wipe(a, op)
+	}
+	c.mu.Unlock()
+	select {
+	case <-op.done:
+		if op.err != nil {
+			return nil, status.Errorf(codes.Internal, "delete volume %s: %v", id, op.err)
+		}
+		return &csipb.DeleteVolumeResponse{}, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// wipeOp is a wipe in progress: DeleteVolume calls for the volume wait
+// for it; err is set before done closes.
+type wipeOp struct {
+	done chan struct{}
+	err  error
+}
+
+// wipeTimeout bounds one wipe. It runs apart from the DeleteVolume call
+// that started it (whose deadline may be seconds), so a retry finds it
+// finished or joins it.
+const wipeTimeout = time.Hour
+
+// wipe zeroes a's LU, then frees it; on failure the volume stays and the
+// next DeleteVolume wipes again.
+func (c *Controller) wipe(a *Allocation, op *wipeOp) {
+	ctx, cancel := context.WithTimeout(context.Background(), wipeTimeout)
+	defer cancel()
+	start := time.Now()
+	err := c.Wipe(ctx, a.LUN, a.LUID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.wiping, a.VolumeID)
+	if err != nil {
+		op.err = fmt.Errorf("wipe LUN %d: %w", a.LUN, err)
+		c.log.Warn().Str("volume", a.Name).Uint16("lun", a.LUN).Err(err).Msg("wipe failed: the volume stays until a DeleteVolume wipes it")
+	} else {
+		c.log.Info().Str("volume", a.Name).Uint16("lun", a.LUN).Dur("took", time.Since(start)).Msg("LU wiped")
+		op.err = c.freeLocked(a)
+	}
+	close(op.done)
+}
+
+// freeLocked forgets a and writes the state; c.mu is held.
+func (c *Controller) freeLocked(a *Allocation) error {
 	delete(c.vols, a.Name)
-	delete(c.byID, id)
+	delete(c.byID, a.VolumeID)
 	delete(c.taken, a.LUN)
 	if err := c.saveLocked(); err != nil {
-		c.vols[a.Name], c.byID[id], c.taken[a.LUN] = a, a, a
-		return nil, status.Errorf(codes.Internal, "delete volume %s: %v", id, err)
+		c.vols[a.Name], c.byID[a.VolumeID], c.taken[a.LUN] = a, a, a
+		return err
 	}
-	c.log.Info().Str("volume", a.Name).Uint16("lun", a.LUN).Str("volume_id", id).Msg("volume deleted")
-	return &csipb.DeleteVolumeResponse{}, nil
+	c.log.Info().Str("volume", a.Name).Uint16("lun", a.LUN).Str("volume_id", a.VolumeID).Msg("volume deleted")
+	return nil
 }
 
 // ValidateVolumeCapabilities confirms the capabilities checkCapabilities

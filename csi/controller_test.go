@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
@@ -294,5 +295,58 @@ func TestExpandValidateCapacity(t *testing.T) {
 	}
 	if _, err := c.GetCapacity(ctx, &csipb.GetCapacityRequest{Parameters: map[string]string{"x": "y"}}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("GetCapacity with a parameter: %v", err)
+	}
+}
+
+// TestDeleteVolumeWipe: the LU is wiped before it is freed; a failed
+// wipe keeps the volume for the next DeleteVolume; a wipe outlives the
+// call that started it, and later calls join it.
+func TestDeleteVolumeWipe(t *testing.T) {
+	c := newTestController(t, t.TempDir())
+	release := make(chan error)
+	var wiped []uint16
+	c.Wipe = func(ctx context.Context, lun uint16, luid string) error {
+		if l, _ := c.lu(lun); l.LUID != luid {
+			t.Errorf("wipe of LUN %d with identity %s", lun, luid)
+		}
+		if err := <-release; err != nil {
+			return err
+		}
+		wiped = append(wiped, lun)
+		return nil
+	}
+	v, _ := create(c, "a", 0, 0)
+	del := func(ctx context.Context) error {
+		_, err := c.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.VolumeId})
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- del(context.Background()) }()
+	release <- os.ErrPermission
+	if err := <-errc; status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "wipe LUN 2") {
+		t.Fatalf("DeleteVolume with a failing wipe = %v", err)
+	}
+	if again, err := create(c, "a", 0, 0); err != nil || again.VolumeId != v.VolumeId {
+		t.Fatalf("after a failed wipe the volume is gone: %+v, %v", again, err)
+	}
+
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := del(short); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("DeleteVolume past its deadline = %v", err)
+	}
+	if _, err := create(c, "a", 0, 0); status.Code(err) != codes.Aborted {
+		t.Fatalf("CreateVolume of a volume being wiped = %v", err)
+	}
+	go func() { errc <- del(context.Background()) }() // joins the running wipe
+	release <- nil
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if len(wiped) != 1 || wiped[0] != 2 {
+		t.Fatalf("wiped %v; want LUN 2 once", wiped)
+	}
+	if v2, err := create(c, "b", 0, 0); err != nil || v2.VolumeId != v.VolumeId {
+		t.Fatalf("the wiped LU is not free: %+v, %v", v2, err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -17,6 +18,9 @@ import (
 
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 )
+
+var csiBlockCaps = []*csipb.VolumeCapability{{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+	AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
 
 // csiSanityVersion is the csi-sanity the test runs, built from the Go
 // module proxy (or $ISER_CSI_SANITY, a csi-sanity binary, when set).
@@ -52,10 +56,10 @@ func csiPool(t *testing.T) (*tgttest.Server, string) {
 }
 
 // startCSI runs iser-attach csi and waits until its socket answers Probe.
-func startCSI(t *testing.T, sock, pool, state string) (*exec.Cmd, *lockedBuffer, <-chan error, *grpc.ClientConn) {
+func startCSI(t *testing.T, sock, pool, state string, extra ...string) (*exec.Cmd, *lockedBuffer, <-chan error, *grpc.ClientConn) {
 	t.Helper()
-	cmd, logs, exited := startBinary(t, "--initiator-name", initiatorIQN, "csi", "--endpoint", "unix://"+sock,
-		"--node-id", "node-1", "--pool", pool, "--state-dir", state)
+	cmd, logs, exited := startBinary(t, append([]string{"--initiator-name", initiatorIQN, "csi", "--endpoint", "unix://" + sock,
+		"--node-id", "node-1", "--pool", pool, "--state-dir", state}, extra...)...)
 	t.Cleanup(func() { cmd.Process.Kill() })
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -144,9 +148,7 @@ func TestCSIRestartKeepsVolumes(t *testing.T) {
 	sock, state := filepath.Join(dir, "csi.sock"), filepath.Join(dir, "state")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	caps := []*csipb.VolumeCapability{{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}}
-	createReq := &csipb.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: caps,
+	createReq := &csipb.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: csiBlockCaps,
 		CapacityRange: &csipb.CapacityRange{RequiredBytes: 100 << 20}}
 
 	cmd, logs, exited, conn := startCSI(t, sock, pool, state)
@@ -230,5 +232,65 @@ func TestCSIFlagsAndPool(t *testing.T) {
 		if _, err := os.Stat(sock); !os.IsNotExist(err) {
 			t.Fatalf("%q: socket made: %v", tc.args, err)
 		}
+	}
+}
+
+// TestCSIWipeOnDelete: with --wipe-on-delete, DeleteVolume zeroes the LUN
+// through tgtd (WRITE SAME(16)) before freeing it; without it the data
+// stays.
+func TestCSIWipeOnDelete(t *testing.T) {
+	srv, pool := csiPool(t)
+	backing := srv.LUNPath(srv.IQN(), 2) // the 64 MiB LUN
+	pattern := bytes.Repeat([]byte{0xa5}, 1<<20)
+	fill := func() {
+		f, err := os.OpenFile(backing, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, off := range []int64{0, 31 << 20, 63 << 20} {
+			if _, err := f.WriteAt(pattern, off); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	zeroed := func() bool {
+		b, err := os.ReadFile(backing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b) == 64<<20 && bytes.Count(b, []byte{0}) == len(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := &csipb.CreateVolumeRequest{Name: "pvc-w", VolumeCapabilities: csiBlockCaps,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 64 << 20, LimitBytes: 64 << 20}}
+	for _, wipe := range []bool{false, true} {
+		fill()
+		dir := t.TempDir()
+		sock := filepath.Join(dir, "csi.sock")
+		var extra []string
+		if wipe {
+			extra = []string{"--wipe-on-delete"}
+		}
+		cmd, logs, exited, conn := startCSI(t, sock, pool, filepath.Join(dir, "state"), extra...)
+		ctrl := csipb.NewControllerClient(conn)
+		v, err := ctrl.CreateVolume(ctx, req)
+		if err != nil || !strings.HasPrefix(v.Volume.VolumeId, "iser1:2:") {
+			t.Fatalf("CreateVolume = %+v, %v", v, err)
+		}
+		if _, err := ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.Volume.VolumeId}); err != nil {
+			t.Fatalf("DeleteVolume: %v\n%s", err, logs.String())
+		}
+		if err := srv.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := zeroed(); got != wipe {
+			t.Fatalf("--wipe-on-delete %v: LUN zeroed %v\n%s", wipe, got, logs.String())
+		}
+		if n := srv.Commands(2, tgttest.OpWriteSame16); (n.Done > 0) != wipe {
+			t.Fatalf("--wipe-on-delete %v: WRITE SAME(16) on LUN 2: %+v", wipe, n)
+		}
+		stopCSI(t, cmd, logs, exited, sock)
 	}
 }

@@ -24,6 +24,7 @@ func csiCommand() *cli.Command {
 			&cli.StringFlag{Name: "node-id", Usage: "this node's ID (Kubernetes: the node name), which NodeGetInfo reports"},
 			&cli.StringFlag{Name: "pool", Usage: "the pool: a file in the volume file's syntax (portal lines, target, transport, CHAP keys) without lun; the target's disk LUNs are the pool"},
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of the controller's allocations (controller.json), locked while the controller runs"},
+			&cli.BoolFlag{Name: "wipe-on-delete", Usage: "zero a volume's LUN (WRITE SAME(16), with UNMAP where the LUN reads unmapped blocks as zeros) before DeleteVolume frees it"},
 		},
 		Action: func(c *cli.Context) error {
 			for _, f := range []string{"endpoint", "node-id", "pool", "state-dir"} {
@@ -54,6 +55,9 @@ func csiCommand() *cli.Command {
 			ctrl, err := csi.NewController(sp.Target, lus, store, log)
 			if err != nil {
 				return err
+			}
+			if c.Bool("wipe-on-delete") {
+				ctrl.Wipe = func(ctx context.Context, lun uint16, luid string) error { return wipeLUN(ctx, sp, lun, luid) }
 			}
 			l, err := csi.Listen(path)
 			if err != nil {
@@ -133,4 +137,31 @@ func scanPool(ctx context.Context, sp *lunSpec) ([]csi.LU, error) {
 		lus = append(lus, csi.LU{LUN: d.Number, Size: d.Info.Size(), BlockSize: d.Info.BlockSize, LUID: d.Info.WWN})
 	}
 	return lus, nil
+}
+
+// wipeLUN logs in to the pool's target, checks that LUN lun is still the
+// LU luid, and zeroes it (WriteZeroes: WRITE SAME(16), with the UNMAP bit
+// where the LUN reads unmapped blocks as zeros, else zero-filled writes),
+// then flushes.
+func wipeLUN(ctx context.Context, sp *lunSpec, lun uint16, luid string) error {
+	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
+	defer cancel()
+	nx, log, err := loginSpec(lctx, sp)
+	if err != nil {
+		return err
+	}
+	defer nx.Close()
+	l, err := initiator.OpenLUN(lctx, nx, lun)
+	if err != nil {
+		return fmt.Errorf("open LUN %d: %w", lun, err)
+	}
+	if got := l.Info().WWN; got != luid {
+		return fmt.Errorf("LUN %d is now %s, not %s: not wiped", lun, got, luid)
+	}
+	start := time.Now()
+	if err := l.WriteZeroes(ctx, 0, l.Size(), true, true); err != nil {
+		return fmt.Errorf("zero LUN %d: %w", lun, err)
+	}
+	log.Info().Uint16("lun", lun).Int64("bytes", l.Size()).Dur("took", time.Since(start)).Msg("LUN zeroed")
+	return nil
 }
