@@ -3,6 +3,7 @@ module github.com/iser-attach/iser-attach
 go 1.26.0
 
 require (
+	github.com/container-storage-interface/spec v1.11.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
@@ -10,6 +11,8 @@ require (
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/sys v0.48.0
+	google.golang.org/grpc v1.72.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -23,5 +26,7 @@ require (
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	golang.org/x/net v0.59.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250218202821-56aae31c358a // indirect
 )

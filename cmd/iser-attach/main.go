@@ -82,6 +82,7 @@ func newApp() *cli.App {
 			volumeCommand(),
 			rdmaCommand(),
 			versionCommand(),
+			csiCommand(),
 			genCompletionCommand(),
 		},
 		OnUsageError: onUsageError,
