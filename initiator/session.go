@@ -105,7 +105,7 @@ type Session struct {
 	slots  chan struct{}
 	ctlSem chan struct{}
 
-	mu        sync.Mutex
+	mu        rankedMutex[sessionRank] // after the datamover's reapMu, before its mu (lockorder.go)
 	cmdSN     uint32
 	expCmdSN  uint32
 	maxCmdSN  uint32
