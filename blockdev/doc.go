@@ -9,6 +9,11 @@
 // A backend that has such a path (initiator.LUN, which starts SCSI
 // commands with a completion callback) implements Async, and may let a
 // frontend's loop post in batches (Batcher) and reap its completions
-// (Reaping); a frontend runs the blocking calls of any other backend on
-// goroutines of its own.
+// (Reaping), and may hand out the memory requests are moved in
+// (BufferProvider); a frontend runs the blocking calls of any other
+// backend on goroutines of its own.
+//
+// A frontend finds these capabilities with As, which looks through
+// wrappers (a Wrapper's Unwrap, such as volume.Counting's), the outermost
+// implementer winning: a wrapper need not forward what it does not watch.
 package blockdev

@@ -2,6 +2,22 @@ package initiator
 
 import "github.com/iser-attach/iser-attach/blockdev"
 
+// What each Executor offers a LUN (and through it a frontend).
+var (
+	_ Executor                = (*Session)(nil)
+	_ Submitter               = (*Session)(nil)
+	_ blockdev.Batcher        = (*Session)(nil)
+	_ blockdev.Reaping        = (*Session)(nil)
+	_ Executor                = (*Nexus)(nil)
+	_ Submitter               = (*Nexus)(nil)
+	_ blockdev.Batcher        = (*Nexus)(nil)
+	_ blockdev.Reaping        = (*Nexus)(nil)
+	_ blockdev.BufferProvider = (*Nexus)(nil)
+	_ Executor                = (*Multipath)(nil)
+	_ Submitter               = (*Multipath)(nil)
+	_ blockdev.Reaper         = (*iserReaper)(nil)
+)
+
 // This file holds what a frontend's loop does with a whole session:
 // batches (blockdev.Batcher: several commands started in one pass, posted
 // with one doorbell when the pass ends) and reaping (blockdev.Reaping:

@@ -2,7 +2,6 @@ package initiator
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
 	"github.com/iser-attach/iser-attach/initiator/textkey"
@@ -83,7 +82,7 @@ type Task struct {
 	Received    uint32
 	DataCounted bool
 
-	mu   sync.Mutex // held by the datamover while it places data
+	mu   rankedMutex[taskRank] // held by the datamover while it places data: last of all (lockorder.go)
 	done bool
 	// ended: a task management function ended the task at the target
 	// without a response (set before TaskDone); the target is done with

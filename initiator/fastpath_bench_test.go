@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iser-attach/iser-attach/blockdev"
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -82,6 +83,7 @@ func BenchmarkFastPathRead4K(b *testing.B) {
 type fastPathDriver struct {
 	tb   testing.TB
 	c    *volume.Counting
+	a    blockdev.Async // c, found as ublk finds it
 	bufs [][]byte
 	left atomic.Int64
 	act  atomic.Int64
@@ -94,17 +96,26 @@ func newFastPathDriver(tb testing.TB, qd int) *fastPathDriver {
 	nx, _ := dialFakeISERNexus(tb, "fastpath", qd, 1<<15)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bufs, err := nx.IOBuffers(qd, 64<<10)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	l, err := initiator.OpenLUN(ctx, nx, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	c := volume.NewCounting(l)
 	tb.Cleanup(func() { c.Close() })
-	return &fastPathDriver{tb: tb, c: c, bufs: bufs, done: make(chan struct{}, 1)}
+	// What ublk finds behind the Counting: its Async, the Nexus's buffers.
+	a, ok := blockdev.As[blockdev.Async](c)
+	if !ok {
+		tb.Fatal("volume.Counting is no blockdev.Async")
+	}
+	bp, ok := blockdev.As[blockdev.BufferProvider](c)
+	if !ok {
+		tb.Fatal("no blockdev.BufferProvider behind volume.Counting")
+	}
+	bufs, err := bp.IOBuffers(qd, 64<<10)
+	if err != nil || len(bufs) != qd {
+		tb.Fatalf("%d I/O buffers from the LUN over iSER (%v), want %d", len(bufs), err, qd)
+	}
+	return &fastPathDriver{tb: tb, c: c, a: a, bufs: bufs, done: make(chan struct{}, 1)}
 }
 
 // reapLoop takes the completion queue over, as a ublk queue loop does:
@@ -112,7 +123,11 @@ func newFastPathDriver(tb testing.TB, qd int) *fastPathDriver {
 // reaping on it (each IODone starts the next read right there). It ends
 // at cleanup.
 func (d *fastPathDriver) reapLoop() {
-	rp, ok := d.c.Reaper(func() {})
+	rs, ok := blockdev.As[blockdev.Reaping](d.c)
+	if !ok {
+		d.tb.Fatal("the fast path's LUN is no blockdev.Reaping behind volume.Counting")
+	}
+	rp, ok := rs.Reaper(func() {})
 	if !ok {
 		d.tb.Fatal("the fast path's LUN did not hand its completion queue over")
 	}
@@ -143,7 +158,7 @@ func (d *fastPathDriver) reapLoop() {
 }
 
 func (d *fastPathDriver) start(tag uint32) {
-	d.c.StartRead(d.bufs[tag][:4096], int64(tag)*4096, d, tag)
+	d.a.StartRead(d.bufs[tag][:4096], int64(tag)*4096, d, tag)
 }
 
 // IODone implements blockdev.Done.

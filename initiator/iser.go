@@ -101,7 +101,7 @@ type ISERDatamover struct {
 	nSend int
 	slot  int // bounce slot size
 
-	mu       sync.Mutex
+	mu       rankedMutex[datamoverRank] // after the session's (lockorder.go)
 	freeSend []int
 	// inSQ holds the send slots whose SENDs are in the send queue, in the
 	// order they were queued (a ring from sqHead): a signaled completion
@@ -140,9 +140,9 @@ type ISERDatamover struct {
 	// poller does; pollCancel ends the poller's current Poll.
 	reaper     *iserReaper
 	pollCancel context.CancelFunc
-	reapConn   reapableConn  // conn, when it can be reaped by a loop
-	reapMu     sync.Mutex    // held while the CQ is polled and its completions run
-	unpark     chan struct{} // a parked poller resumes (Release)
+	reapConn   reapableConn          // conn, when it can be reaped by a loop
+	reapMu     rankedMutex[reapRank] // held while the CQ is polled and its completions run: first of all (lockorder.go)
+	unpark     chan struct{}         // a parked poller resumes (Release)
 
 	pdus      chan *pdu.PDU
 	inline    atomic.Pointer[func(*pdu.PDU) error] // ReceiveInline's handler

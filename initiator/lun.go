@@ -42,21 +42,30 @@ func (i LUNInfo) Size() int64 { return int64(i.Blocks) * int64(i.BlockSize) }
 // ErrLUNNotFound is wrapped when the target has no such logical unit.
 var ErrLUNNotFound = errors.New("LUN not found")
 
-// Executor runs SCSI commands: a Session, or a Nexus that outlives its
-// sessions.
+// Executor runs SCSI commands: a Session, a Nexus that outlives its
+// sessions, or a Multipath over several. It may also start commands with
+// a callback (Submitter), batch their posts (blockdev.Batcher), hand its
+// completion queue to a frontend's loop (blockdev.Reaping) and hand out
+// buffers its transport moves without a copy (blockdev.BufferProvider):
+// the LUN offers a frontend what its Executor has.
 type Executor interface {
 	Do(ctx context.Context, c *Command) (*Result, error)
-	// IOBuffers returns buffers the transport moves without a copy, or nil.
-	IOBuffers(count, size int) ([][]byte, error)
 }
 
 // LUN is a logical unit on a session, used as a block device. It
 // implements blockdev.Backend and is safe for concurrent use.
+//
+// It is where a frontend's capabilities are born, not a wrapper of
+// another Backend: its Executor is no Backend, and a Nexus's current
+// session changes under it. So it implements blockdev.Async, Batcher,
+// Reaping and BufferProvider itself, each doing nothing (or the blocking
+// path on a goroutine) when the Executor lacks it.
 type LUN struct {
 	s       Executor
-	sub     Submitter        // s, when it can start commands with a callback
-	batcher blockdev.Batcher // s, when it batches posts
-	reaping blockdev.Reaping // s, when a frontend loop may reap its completions
+	sub     Submitter               // s, when it can start commands with a callback
+	batcher blockdev.Batcher        // s, when it batches posts
+	reaping blockdev.Reaping        // s, when a frontend loop may reap its completions
+	bufs    blockdev.BufferProvider // s, when its transport has buffers of its own
 	lun     scsi.LUN
 	info    LUNInfo
 	// retries for retryable sense (UNIT ATTENTION, BUSY, ...).
@@ -70,8 +79,11 @@ type LUN struct {
 }
 
 var (
-	_ blockdev.Backend = (*LUN)(nil)
-	_ blockdev.Async   = (*LUN)(nil)
+	_ blockdev.Backend        = (*LUN)(nil)
+	_ blockdev.Async          = (*LUN)(nil)
+	_ blockdev.Batcher        = (*LUN)(nil)
+	_ blockdev.Reaping        = (*LUN)(nil)
+	_ blockdev.BufferProvider = (*LUN)(nil)
 )
 
 // OpenLUN probes logical unit n: it clears pending unit attentions and reads
@@ -81,6 +93,7 @@ func OpenLUN(ctx context.Context, s Executor, n uint16) (*LUN, error) {
 	l.sub, _ = s.(Submitter)
 	l.batcher, _ = s.(blockdev.Batcher)
 	l.reaping, _ = s.(blockdev.Reaping)
+	l.bufs, _ = s.(blockdev.BufferProvider)
 	enc, err := scsi.EncodeLUN(n)
 	if err != nil {
 		return nil, fmt.Errorf("open LUN %d: %w", n, err)
@@ -347,6 +360,12 @@ func (l *LUN) Flush(ctx context.Context) error {
 	return nil
 }
 
-// IOBuffers hands a frontend buffers the datamover moves without a copy
-// (see Session.IOBuffers); nil over iSCSI/TCP.
-func (l *LUN) IOBuffers(count, size int) ([][]byte, error) { return l.s.IOBuffers(count, size) }
+// IOBuffers implements blockdev.BufferProvider: buffers the datamover
+// moves without a copy (see Nexus.IOBuffers), or nil (iSCSI/TCP, a
+// Session alone, several paths).
+func (l *LUN) IOBuffers(count, size int) ([][]byte, error) {
+	if l.bufs == nil {
+		return nil, nil
+	}
+	return l.bufs.IOBuffers(count, size)
+}

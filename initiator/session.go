@@ -105,7 +105,7 @@ type Session struct {
 	slots  chan struct{}
 	ctlSem chan struct{}
 
-	mu        sync.Mutex
+	mu        rankedMutex[sessionRank] // after the datamover's reapMu, before its mu (lockorder.go)
 	cmdSN     uint32
 	expCmdSN  uint32
 	maxCmdSN  uint32
@@ -932,7 +932,6 @@ func (s *Session) TargetName() string { return s.cfg.TargetName }
 // RemoteAddr is the portal address of the connection.
 func (s *Session) RemoteAddr() string { return s.dm.RemoteAddr() }
 
-// IOBuffers returns nil: a Session has no buffers of its own that would
-// outlive its connection. Zero-copy buffers come from a Nexus, which
-// registers them with every connection it makes.
-func (s *Session) IOBuffers(count, size int) ([][]byte, error) { return nil, nil }
+// A Session is no blockdev.BufferProvider: it has no buffers of its own
+// that would outlive its connection. Zero-copy buffers come from a Nexus,
+// which registers them with every connection it makes.

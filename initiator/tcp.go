@@ -25,7 +25,7 @@ type TCPDatamover struct {
 	conn net.Conn
 	r    *bufio.Reader
 
-	mu     sync.Mutex // guards params, ents and the write queue
+	mu     rankedMutex[datamoverRank] // guards params, ents and the write queue; after the session's (lockorder.go)
 	params Params
 	ffp    bool        // full feature phase: digests and negotiated lengths apply
 	ents   []*tcpEntry // by task index (the ITT's low bits)

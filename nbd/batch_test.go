@@ -110,3 +110,36 @@ func TestReaderBatchesRequests(t *testing.T) {
 		t.Fatal("a batch is open while the reader waits for the next request")
 	}
 }
+
+// unwrapping is a wrapper that forwards no capability, only Unwrap (a new
+// wrapper written without a thought for the fast path).
+type unwrapping struct{ Backend }
+
+func (w unwrapping) Unwrap() Backend { return w.Backend }
+
+var _ blockdev.Wrapper = unwrapping{}
+
+// The reader finds Async and Batcher through a wrapper that only unwraps:
+// the requests are started in batches still.
+func TestReaderBatchesThroughWrapper(t *testing.T) {
+	m := nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20, BlockSize: 512})
+	b := &batchingBackend{AsyncMemory: m.Async()}
+	ts := startServer(t, []Export{{Name: "b", Backend: unwrapping{b}}}, Options{MaxInFlight: 4})
+	c := dialRaw(t, ts.sock)
+	c.goExport("b")
+	var burst []byte
+	lens := map[uint64]int{}
+	for i := 0; i < 16; i++ {
+		burst = append(burst, appendRequest(nil, request{Type: cmdRead, Handle: uint64(i), Offset: uint64(i) * 4096, Length: 4096})...)
+		lens[uint64(i)] = 4096
+	}
+	c.write(burst)
+	for i := 0; i < 16; i++ {
+		if _, errno, _ := c.readReply(lens); errno != 0 {
+			t.Fatalf("errno %d", errno)
+		}
+	}
+	if batches, largest, _ := b.stats(); batches == 0 || largest < 2 {
+		t.Fatalf("%d batches, at most %d requests in one, behind a wrapper: want the backend's batches", batches, largest)
+	}
+}

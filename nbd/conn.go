@@ -221,9 +221,9 @@ func (c *conn) serve() {
 		return
 	}
 	c.exp, c.geo = exp, g
-	c.async, _ = exp.Backend.(blockdev.Async)
+	c.async, _ = blockdev.As[blockdev.Async](exp.Backend)
 	if c.async != nil {
-		c.batcher, _ = exp.Backend.(blockdev.Batcher)
+		c.batcher, _ = blockdev.As[blockdev.Batcher](exp.Backend)
 	}
 	c.log = c.log.With().Str("export", exp.Name).Logger()
 	c.log.Info().Int64("size", g.size).Uint32("block_size", g.minBlock).

@@ -53,7 +53,7 @@ type reaper struct {
 // descriptor. Its eventfd is made when the writer first holds the source
 // (an iSCSI/TCP session never hands it over).
 func newReaper(b Backend, nc net.Conn) *reaper {
-	src, ok := b.(blockdev.Reaping)
+	src, ok := blockdev.As[blockdev.Reaping](b)
 	if !ok {
 		return nil
 	}

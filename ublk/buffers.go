@@ -5,30 +5,27 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
 // ioBuffers are the per-tag request buffers of one queue: the backend's own
-// (BufferProvider) or one anonymous page-aligned mapping of our own.
+// (blockdev.BufferProvider, found through wrappers) or, when it has none
+// to give, one anonymous page-aligned mapping of our own.
 type ioBuffers struct {
 	bufs [][]byte
 	mem  []byte // our mapping, nil for provided buffers
 }
 
 func newIOBuffers(b Backend, count, size int) (*ioBuffers, error) {
-	if bp, ok := b.(BufferProvider); ok {
+	if bp, ok := blockdev.As[blockdev.BufferProvider](b); ok {
 		bufs, err := bp.IOBuffers(count, size)
 		if err != nil {
 			return nil, fmt.Errorf("ublk: backend IOBuffers(%d, %d): %w", count, size, err)
 		}
-		if len(bufs) != count {
-			return nil, fmt.Errorf("ublk: backend IOBuffers gave %d buffers, want %d", len(bufs), count)
+		if bufs != nil {
+			return checkIOBuffers(bufs, count, size)
 		}
-		for i, p := range bufs {
-			if len(p) < size {
-				return nil, fmt.Errorf("ublk: backend IOBuffers: buffer %d has %d bytes, want %d", i, len(p), size)
-			}
-		}
-		return &ioBuffers{bufs: bufs}, nil
 	}
 	mem, err := unix.Mmap(-1, 0, count*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -39,6 +36,20 @@ func newIOBuffers(b Backend, count, size int) (*ioBuffers, error) {
 		bufs[i] = mem[i*size : (i+1)*size : (i+1)*size]
 	}
 	return &ioBuffers{bufs: bufs, mem: mem}, nil
+}
+
+// checkIOBuffers takes a backend's buffers when there are count of them,
+// each at least size long.
+func checkIOBuffers(bufs [][]byte, count, size int) (*ioBuffers, error) {
+	if len(bufs) != count {
+		return nil, fmt.Errorf("ublk: backend IOBuffers gave %d buffers, want %d", len(bufs), count)
+	}
+	for i, p := range bufs {
+		if len(p) < size {
+			return nil, fmt.Errorf("ublk: backend IOBuffers: buffer %d has %d bytes, want %d", i, len(p), size)
+		}
+	}
+	return &ioBuffers{bufs: bufs}, nil
 }
 
 func (b *ioBuffers) free() {

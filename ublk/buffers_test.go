@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/iser-attach/iser-attach/blockdev"
 )
 
 type fixedPool struct {
@@ -13,6 +15,16 @@ type fixedPool struct {
 }
 
 func (f fixedPool) IOBuffers(count, size int) ([][]byte, error) { return f.bufs, f.err }
+
+// unwrapping is a wrapper that forwards no capability, only Unwrap.
+type unwrapping struct{ Backend }
+
+func (w unwrapping) Unwrap() Backend { return w.Backend }
+
+var (
+	_ blockdev.BufferProvider = fixedPool{}
+	_ blockdev.Wrapper        = unwrapping{}
+)
 
 func TestIOBuffers(t *testing.T) {
 	m := newMemBackend(1<<20, 512)
@@ -32,6 +44,16 @@ func TestIOBuffers(t *testing.T) {
 	if got, err := newIOBuffers(fixedPool{m, good, nil}, 2, 8192); err != nil || &got.bufs[1][0] != &good[1][0] {
 		t.Fatalf("provided buffers not used: %v", err)
 	}
+	// Found through a wrapper that only unwraps.
+	if got, err := newIOBuffers(unwrapping{fixedPool{m, good, nil}}, 2, 8192); err != nil || &got.bufs[1][0] != &good[1][0] {
+		t.Fatalf("provided buffers behind a wrapper not used: %v", err)
+	}
+	// A provider with none to give (an initiator.LUN over TCP): our own.
+	none, err := newIOBuffers(unwrapping{fixedPool{m, nil, nil}}, 2, 8192)
+	if err != nil || len(none.bufs) != 2 || none.mem == nil {
+		t.Fatalf("no provided buffers: %v, want our own mapping", err)
+	}
+	none.free()
 	for _, tc := range []struct {
 		p    fixedPool
 		want string

@@ -41,9 +41,10 @@
 //
 // Buffers: one per tag, MaxIOBytes long. The kernel copies write data into
 // it before the request is fetched and read data out of it on commit. A
-// Backend that implements BufferProvider supplies them (the iSER datamover's
-// registered pool: the target's RDMA moves the data with no copy in user
-// space); otherwise they come from one anonymous mapping per queue.
+// Backend that is a blockdev.BufferProvider (found with blockdev.As,
+// through wrappers) supplies them (the iSER datamover's registered pool:
+// the target's RDMA moves the data with no copy in user space); otherwise,
+// or when it gives none, they come from one anonymous mapping per queue.
 //
 // Requests: READ and WRITE (the FUA flag kept) map to ReadAt and WriteAt,
 // split at MaxTransfer; FLUSH to Flush; DISCARD to Trim; WRITE_ZEROES to

@@ -139,11 +139,9 @@ func newQueue(id, depth, charFd, pageSize int, b Backend, bufs *ioBuffers) (*que
 		done: make([]completion, 0, depth), spare: make([]completion, 0, depth),
 		ready: make(chan error, 1), giveUp: make(chan struct{}), exited: make(chan struct{}),
 		idle: make(chan struct{})}
-	if a, ok := b.(blockdev.Async); ok {
-		q.async = a
-	}
-	q.batcher, _ = b.(blockdev.Batcher)
-	q.reap.src, _ = b.(blockdev.Reaping)
+	q.async, _ = blockdev.As[blockdev.Async](b)
+	q.batcher, _ = blockdev.As[blockdev.Batcher](b)
+	q.reap.src, _ = blockdev.As[blockdev.Reaping](b)
 	q.reap.wake = q.wake
 	return q, nil
 }

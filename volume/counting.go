@@ -30,12 +30,15 @@ type Counters struct {
 // metrics.IO: per op, completed I/Os, bytes (a discard's or write-zeroes'
 // range counts as its bytes), errors and latency, with atomic adds only.
 // It is safe for concurrent use. Close stops its IOPS sampler.
+//
+// It is a blockdev.Wrapper: a frontend finds the backend's Batcher,
+// Reaping and BufferProvider through it with blockdev.As. It implements
+// blockdev.Async itself, since it counts each request when it ends; the
+// completions a frontend reaps (Reaping) end through it too.
 type Counting struct {
 	Backend
 	io    metrics.IO
-	async blockdev.Async // Backend's own, or nil
-	batch blockdev.Batcher
-	reap  blockdev.Reaping
+	async blockdev.Async // Backend's own (blockdev.As), or nil
 
 	mu       sync.Mutex
 	lastOps  uint64
@@ -53,12 +56,18 @@ type Counting struct {
 // NewCounting wraps b and starts the sampler.
 func NewCounting(b Backend) *Counting {
 	c := &Counting{Backend: b, lastTime: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
-	c.async, _ = b.(blockdev.Async)
-	c.batch, _ = b.(blockdev.Batcher)
-	c.reap, _ = b.(blockdev.Reaping)
+	c.async, _ = blockdev.As[blockdev.Async](b)
 	go c.sample()
 	return c
 }
+
+var (
+	_ blockdev.Wrapper = (*Counting)(nil)
+	_ blockdev.Async   = (*Counting)(nil)
+)
+
+// Unwrap implements blockdev.Wrapper: the counted backend.
+func (c *Counting) Unwrap() Backend { return c.Backend }
 
 // IO is the counters, for a metrics.Collector.
 func (c *Counting) IO() *metrics.IO { return &c.io }

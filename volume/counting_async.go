@@ -54,21 +54,6 @@ func (c *Counting) StartWrite(p []byte, off int64, fua bool, done blockdev.Done,
 	a.StartWrite(p, off, fua, c.begin(metrics.OpWrite, len(p), off, done), tag)
 }
 
-// BeginBatch implements blockdev.Batcher for a backend that batches.
-func (c *Counting) BeginBatch() blockdev.Batch {
-	if c.batch == nil {
-		return blockdev.Batch{}
-	}
-	return c.batch.BeginBatch()
-}
-
-// EndBatch implements blockdev.Batcher.
-func (c *Counting) EndBatch(b blockdev.Batch) {
-	if c.batch != nil {
-		c.batch.EndBatch(b)
-	}
-}
-
 func (c *Counting) begin(op metrics.Op, n int, off int64, done blockdev.Done) *countedIO {
 	x := countedIOs.Get()
 	x.c, x.op, x.n, x.off, x.done = c, op, n, off, done
@@ -91,13 +76,4 @@ func (x *countedIO) IODone(tag uint32, err error) {
 		c.OnError(name, off, int64(n), err)
 	}
 	done.IODone(tag, err)
-}
-
-// Reaper implements blockdev.Reaping for a backend whose completions a
-// frontend loop may reap.
-func (c *Counting) Reaper(revoked func()) (blockdev.Reaper, bool) {
-	if c.reap == nil {
-		return nil, false
-	}
-	return c.reap.Reaper(revoked)
 }

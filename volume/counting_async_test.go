@@ -97,3 +97,97 @@ func (splitBackend) WriteAt(_ context.Context, p []byte, _ int64, _ bool) error 
 	}
 	return nil
 }
+
+// fastBackend has every fast-path capability, as an initiator.LUN over a
+// Nexus on iSER: requests end only when a loop reaps them, batches are
+// counted, and it hands out buffers.
+type fastBackend struct {
+	nopBackend
+	pending []func()
+	batches int
+	bufs    [][]byte
+}
+
+func (f *fastBackend) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
+	f.pending = append(f.pending, func() { done.IODone(tag, nil) })
+}
+
+func (f *fastBackend) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag uint32) {
+	f.pending = append(f.pending, func() { done.IODone(tag, errEIO) })
+}
+
+func (f *fastBackend) BeginBatch() blockdev.Batch { f.batches++; return blockdev.Batch{Held: f} }
+func (f *fastBackend) EndBatch(blockdev.Batch)    {}
+
+func (f *fastBackend) Reaper(func()) (blockdev.Reaper, bool) { return fastReaper{f}, true }
+
+func (f *fastBackend) IOBuffers(count, size int) ([][]byte, error) { return f.bufs, nil }
+
+type fastReaper struct{ f *fastBackend }
+
+func (r fastReaper) Fd() int  { return -1 }
+func (r fastReaper) Release() {}
+func (r fastReaper) Reap() bool {
+	p := r.f.pending
+	r.f.pending = nil
+	for _, end := range p {
+		end()
+	}
+	return true
+}
+
+var (
+	_ blockdev.Async          = (*fastBackend)(nil)
+	_ blockdev.Batcher        = (*fastBackend)(nil)
+	_ blockdev.Reaping        = (*fastBackend)(nil)
+	_ blockdev.BufferProvider = (*fastBackend)(nil)
+)
+
+// A frontend that finds its capabilities with blockdev.As on a Counting
+// gets Counting's Async (so requests are counted) and the backend's own
+// Batcher, Reaping and buffers; requests started in a batch and ended by
+// the loop's Reap are counted once each.
+func TestCountingFastPathThroughAs(t *testing.T) {
+	f := &fastBackend{bufs: [][]byte{make([]byte, 4096)}}
+	c := NewCounting(f)
+	defer c.Close()
+	a, ok := blockdev.As[blockdev.Async](c)
+	if !ok || a != blockdev.Async(c) {
+		t.Fatalf("As[Async] = %T, want the Counting (it counts)", a)
+	}
+	bt, ok := blockdev.As[blockdev.Batcher](c)
+	if !ok || bt != blockdev.Batcher(f) {
+		t.Fatalf("As[Batcher] = %T, want the backend's", bt)
+	}
+	rs, ok := blockdev.As[blockdev.Reaping](c)
+	if !ok || rs != blockdev.Reaping(f) {
+		t.Fatalf("As[Reaping] = %T, want the backend's", rs)
+	}
+	bp, ok := blockdev.As[blockdev.BufferProvider](c)
+	if !ok {
+		t.Fatal("no BufferProvider behind the Counting")
+	}
+	if bufs, err := bp.IOBuffers(1, 4096); err != nil || &bufs[0][0] != &f.bufs[0][0] {
+		t.Fatalf("As[BufferProvider] = %T, %v: want the backend's buffers", bp, err)
+	}
+	rp, _ := rs.Reaper(func() {})
+	var ended []uint32
+	done := doneFunc(func(tag uint32, err error) { ended = append(ended, tag) })
+	buf := f.bufs[0]
+	b := bt.BeginBatch()
+	a.StartRead(buf, 0, done, 1)
+	a.StartWrite(buf[:512], 0, false, done, 2)
+	bt.EndBatch(b)
+	if s := c.Snapshot(); s.Inflight != 2 {
+		t.Fatalf("%d requests in flight before the reap, want 2", s.Inflight)
+	}
+	rp.Reap()
+	if len(ended) != 2 || f.batches != 1 {
+		t.Fatalf("ended %v in %d batches", ended, f.batches)
+	}
+	s := c.Snapshot()
+	r, w := s.Op(metrics.OpRead), s.Op(metrics.OpWrite)
+	if r.Count != 1 || r.Bytes != 4096 || w.Count != 1 || w.Errors != 1 || s.Inflight != 0 {
+		t.Errorf("read %+v, write %+v, inflight %d: the reaped completions were not counted", r, w, s.Inflight)
+	}
+}

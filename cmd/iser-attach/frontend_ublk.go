@@ -17,16 +17,6 @@ func init() {
 	frontendChecks["ublk"] = func(context.Context) error { return ublk.Supported() }
 }
 
-// withBuffers lets ublk take its I/O buffers from the iSER datamover's
-// registered memory: the target's RDMA moves data straight to and from
-// the requests.
-type withBuffers struct {
-	*volume.Counting
-	l *lunConn
-}
-
-func (w withBuffers) IOBuffers(count, size int) ([][]byte, error) { return w.l.IOBuffers(count, size) }
-
 type ublkDevice struct {
 	d    *ublk.Device
 	name string
@@ -79,15 +69,13 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	if n := info.Limits.MaxWriteSameLength * bs / 512; n > 0 && n < 1<<32 && !opt.ReadOnly {
 		opt.MaxWriteZeroesSectors = uint32(n)
 	}
-	var backend ublk.Backend = b
-	if _, multi := l.nx.(*initiator.Multipath); !multi && l.nx.Status().Transport == initiator.TransportISER {
-		// A Multipath has no buffers every path's datamover registers
-		// (IOBuffers gives none): its iSER paths copy.
-		backend = withBuffers{b, l}
-	}
+	// ublk finds the LUN's capabilities behind the Counting (blockdev.As):
+	// its I/O buffers come from the Nexus's registered memory over iSER,
+	// so the target's RDMA moves data straight to and from the requests;
+	// over TCP, or several paths, the LUN gives none and ublk maps its own.
 	ident := lunIdentity(sp.Target, info)
 	if st, ok := volume.ReadState(sp.Volume); ok && st.Frontend == "ublk" {
-		d, err := recoverUblk(ctx, sp.Volume, st, ident, backend, opt)
+		d, err := recoverUblk(ctx, sp.Volume, st, ident, b, opt)
 		if u, ok := d.(*ublkDevice); ok {
 			followWriteCache(l, u.d, sp.Volume)
 		}
@@ -95,7 +83,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 			return d, err
 		}
 	}
-	d, err := ublk.Create(ctx, backend, opt)
+	d, err := ublk.Create(ctx, b, opt)
 	if err != nil {
 		return nil, fmt.Errorf("ublk: %w", err)
 	}

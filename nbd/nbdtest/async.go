@@ -12,6 +12,11 @@ import (
 // Done. Its hooks get a context that is never cancelled.
 type AsyncMemory struct{ *Memory }
 
+var (
+	_ blockdev.Backend = AsyncMemory{}
+	_ blockdev.Async   = AsyncMemory{}
+)
+
 // Async returns m with blockdev.Async.
 func (m *Memory) Async() AsyncMemory { return AsyncMemory{m} }
 

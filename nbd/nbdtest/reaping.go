@@ -113,6 +113,12 @@ func (r *ReapingMemory) finish(done blockdev.Done, tag uint32, err error) {
 	r.end(completion{done, tag, err})
 }
 
+var (
+	_ blockdev.Async   = (*ReapingMemory)(nil)
+	_ blockdev.Reaping = (*ReapingMemory)(nil)
+	_ blockdev.Reaper  = memReaper{}
+)
+
 // Reaper implements blockdev.Reaping.
 func (r *ReapingMemory) Reaper(revoked func()) (blockdev.Reaper, bool) {
 	r.mu.Lock()
