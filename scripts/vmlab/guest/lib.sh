@@ -1376,6 +1376,7 @@ mp_path_silent() {
 }
 
 # lio_mp_target IQN LUN: LUN (TYPE:MiB[:BS], as lio_target) exported by two TPGs of IQN,
+# both with lio_target's CHAP settings (LIO_CHAP_USER ...: none without),
 # tpgt_1 on $MP_ADDR_A:$LIO_PORT and tpgt_2 on $MP_ADDR_B:$LIO_PORT (iSER unless LIO_ISER=0),
 # each TPG's lun_0 the member of its own ALUA target port group on the device, mp_a (id 1)
 # and mp_b (id 2), implicit ALUA only (alua_access_type 1: the target changes states, STPG
@@ -1399,9 +1400,18 @@ lio_mp_target() {
 	ln -s "$_mt_dev" "$_mt2/lun/lun_0/$(basename "$_mt_dev")" || return 1
 	mkdir -p "$_mt2/np/$MP_ADDR_B:$LIO_PORT" || return 1
 	[ "${LIO_ISER:-1}" = 1 ] && { _lio_put "$_mt2/np/$MP_ADDR_B:$LIO_PORT/iser" 1 || return 1; }
-	for _a in generate_node_acls:1 cache_dynamic_acls:1 demo_mode_write_protect:0 authentication:0; do
+	for _a in generate_node_acls:1 cache_dynamic_acls:1 demo_mode_write_protect:0; do
 		_lio_put "$_mt2/attrib/${_a%%:*}" "${_a#*:}" || return 1
 	done
+	# CHAP as lio_target set it up on tpgt_1 (LIO_CHAP_USER ...), else none.
+	if [ -n "${LIO_CHAP_USER:-}" ]; then
+		for _a in userid password userid_mutual password_mutual; do
+			_lio_put "$_mt2/auth/$_a" "$(cat "$_mt/tpgt_1/auth/$_a")" || return 1
+		done
+		_lio_put "$_mt2/attrib/authentication" 1 || return 1
+	else
+		_lio_put "$_mt2/attrib/authentication" 0 || return 1
+	fi
 	for _g in 1 2; do
 		_gd=$_mt_dev/alua/mp_$(echo "$_g" | tr 12 ab)
 		mkdir -p "$_gd" || return 1
