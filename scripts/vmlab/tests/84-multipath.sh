@@ -55,10 +55,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-# Both TPGs ask for mutual CHAP (VMLAB_MP_AUTH=mutual, the default; none: no CHAP), as the
-# lab the issue measured: the kernel's check logs in with it, and so does every path's login
-# and every recovery login of iser-attach.
-: "${VMLAB_MP_AUTH:=mutual}"
+# VMLAB_MP_AUTH=mutual: both TPGs ask for mutual CHAP, as in the lab the issue measured; the
+# kernel's check logs in with it, and so does every path's login and every recovery login of
+# iser-attach. Not the default yet: in its first run (6.12, 2026-11-28) every case up to
+# non-optimized passed, then all-down-short hung LIO (the TPG's enable write and an iscsi_trx
+# thread blocked in the kernel for minutes while logins kept coming), which never happened
+# without CHAP.
+: "${VMLAB_MP_AUTH:=none}"
 auth_args=
 if [ "$VMLAB_MP_AUTH" = mutual ]; then
 	export LIO_CHAP_USER=mpuser LIO_CHAP_PASS=mp-secret-12345 LIO_CHAP_MUTUAL_USER=mptarget LIO_CHAP_MUTUAL_PASS=mp-target-54321
