@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
@@ -247,7 +248,9 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 			return nil, status.Errorf(codes.Internal, "node stage: %v", err)
 		}
 	}
+	t0 := time.Now()
 	dev, err := n.os.Attach(ctx, v.Name, id, ro)
+	tAttach := time.Since(t0)
 	if err != nil {
 		if fresh { // nothing attached: the staging path is free again
 			if rerr := n.remove(v); rerr != nil {
@@ -266,7 +269,9 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 			return nil, status.Errorf(codes.Internal, "node stage: %v", err)
 		}
 	}
+	log := n.log.With().Str("volume_id", v.VolumeID).Str("device", dev).Logger()
 	if block {
+		log.Info().Dur("attach", tAttach).Msg("staged (block)")
 		return &csipb.NodeStageVolumeResponse{}, nil
 	}
 	if mounted, err := n.os.MountPoint(staging); err != nil {
@@ -274,6 +279,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 	} else if mounted {
 		return &csipb.NodeStageVolumeResponse{}, nil
 	}
+	var tMkfs time.Duration
 	have, err := n.os.FSType(ctx, dev)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "node stage %s: %v", v.VolumeID, err)
@@ -282,18 +288,23 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 	case have == "" && ro:
 		return nil, status.Errorf(codes.FailedPrecondition, "node stage %s: %s holds no filesystem and the volume is read-only", v.VolumeID, dev)
 	case have == "":
+		t1 := time.Now()
 		if err := n.os.Mkfs(ctx, dev, fsType); err != nil {
 			return nil, status.Errorf(codes.Internal, "node stage %s: %v", v.VolumeID, err)
 		}
+		tMkfs = time.Since(t1)
 	case have != fsType:
 		return nil, status.Errorf(codes.FailedPrecondition, "node stage %s: %s holds %s, not %s", v.VolumeID, dev, have, fsType)
 	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "node stage: %v", err)
 	}
+	t2 := time.Now()
 	if err := n.os.Mount(dev, staging, fsType, false, ro); err != nil {
 		return nil, status.Errorf(codes.Internal, "node stage %s: %v", v.VolumeID, err)
 	}
+	log.Info().Dur("attach", tAttach).Dur("mkfs", tMkfs).Dur("mount", time.Since(t2)).Str("fs_type", fsType).
+		Str("staging_path", staging).Msg("staged")
 	return &csipb.NodeStageVolumeResponse{}, nil
 }
 
