@@ -34,7 +34,7 @@ trap 'exit 143' TERM INT
 step binaries test -x "$VMLAB_BIN/iser-attach" -a -x "$VMLAB_BIN/csi.test" -a -x "$VMLAB_BIN/csi-sanity"
 step rxe-up rxe_up
 step ublk-load ublk_load
-step lio-target env LIO_CHAP_USER=csiuser LIO_CHAP_PASS=csisecret12345 \
+step lio-target env LIO_SERIAL=1 LIO_CHAP_USER=csiuser LIO_CHAP_PASS=csisecret12345 \
 	LIO_CHAP_MUTUAL_USER=csitarget LIO_CHAP_MUTUAL_PASS=targetsecret123 \
 	sh -c '. "$VMLAB_LIB"; lio_target "$0" rd:32 rd:32 rd:32 rd:32 rd:48' "$iqn"
 rm -rf $d
