@@ -6,14 +6,19 @@ import (
 	"crypto/rand"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // TestLabKubeletOrder drives a running iser-attach csi (the VM lab's
@@ -175,5 +180,91 @@ func TestLabKubeletOrder(t *testing.T) {
 		if _, err := cc.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v}); err != nil {
 			t.Fatalf("DeleteVolume: %v", err)
 		}
+	}
+}
+
+// TestLabExpand (the VM lab's 85-csi-node): a volume on the pool's only
+// LUN of ISER_CSI_LAB_EXPAND_SIZE bytes is staged as ext4, published and
+// written; ISER_CSI_LAB_GROW (a shell command) grows the LUN on the target
+// to ISER_CSI_LAB_GROWN_SIZE bytes; NodeExpandVolume then grows the ublk
+// device and the filesystem where ISER_CSI_LAB_UPDATE_SIZE is "yes" (a
+// kernel with UBLK_F_UPDATE_SIZE), else answers FAILED_PRECONDITION naming
+// the feature. The file is intact either way.
+func TestLabExpand(t *testing.T) {
+	ep, dir := os.Getenv("ISER_CSI_LAB_ENDPOINT"), os.Getenv("ISER_CSI_LAB_DIR")
+	grow := os.Getenv("ISER_CSI_LAB_GROW")
+	size, _ := strconv.ParseInt(os.Getenv("ISER_CSI_LAB_EXPAND_SIZE"), 10, 64)
+	grown, _ := strconv.ParseInt(os.Getenv("ISER_CSI_LAB_GROWN_SIZE"), 10, 64)
+	if ep == "" || dir == "" || grow == "" || size == 0 || grown <= size {
+		t.Skip("ISER_CSI_LAB_* not set: for the VM lab's 85-csi-node")
+	}
+	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cc, nc := csipb.NewControllerClient(conn), csipb.NewNodeClient(conn)
+	fsc := &csipb.VolumeCapability{AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	r, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "lab-expand", VolumeCapabilities: []*csipb.VolumeCapability{fsc},
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: size, LimitBytes: size}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Volume.VolumeId
+	staging, target := filepath.Join(dir, "staging-expand"), filepath.Join(dir, "pod4", "mount")
+	os.MkdirAll(staging, 0o750)
+	if _, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: fsc}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: fsc}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	if err := os.WriteFile(filepath.Join(target, "data"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	total := func() int64 {
+		st, err := nc.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Usage[0].Total
+	}
+	before := total()
+	if out, err := exec.CommandContext(ctx, "sh", "-c", grow).CombinedOutput(); err != nil {
+		t.Fatalf("grow the LUN: %v\n%s", err, out)
+	}
+	er, err := nc.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: id, VolumePath: target,
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: grown}, VolumeCapability: fsc})
+	if os.Getenv("ISER_CSI_LAB_UPDATE_SIZE") == "yes" {
+		if err != nil || er.CapacityBytes != grown {
+			t.Fatalf("NodeExpandVolume = %v, %v; want %d bytes", er, err, grown)
+		}
+		after := total()
+		t.Logf("filesystem: %d bytes before, %d after", before, after)
+		if after <= before {
+			t.Fatalf("the filesystem did not grow: %d bytes before, %d after", before, after)
+		}
+	} else {
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "UBLK_F_UPDATE_SIZE") {
+			t.Fatalf("NodeExpandVolume without UBLK_F_UPDATE_SIZE = %v; want FailedPrecondition naming it", err)
+		}
+		t.Logf("NodeExpandVolume: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(target, "data")); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("the file after the expansion: %v", err)
+	}
+	if _, err := nc.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
+		t.Fatal(err)
 	}
 }

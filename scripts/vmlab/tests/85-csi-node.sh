@@ -1,14 +1,17 @@
 #!/bin/sh
 # vmlab-timeout: 600
 # The CSI Node service (issue 21) against a LIO pool over iSER with mutual CHAP: four 32 MiB
-# LUNs and one of 48 MiB (rd), `iser-attach csi` serving Identity, Controller and Node with a
-# pool file. csi.test's TestLabKubeletOrder drives kubelet's order: create, stage ext4 (the
+# LUNs and one of 48 MiB (rd), one of 40 MiB (iblock on dm, to grow), `iser-attach csi` serving
+# Identity, Controller and Node with a pool file. csi.test's TestLabKubeletOrder drives kubelet's order: create, stage ext4 (the
 # plugin attaches through attach --daemon and makes the filesystem), publish, write 4 MiB,
 # a read-only publish (EROFS), stats, unstage refused while published, unpublish, unstage;
 # staged again the file is there; then a block volume (publish onto a file, write, read back).
 # After it nothing is left: no attached volume, no ublk/nbd mount, no session on the target,
 # no node state. Then csi-sanity v5.4.0 with every Node spec enabled ("should work", "should be
-# idempotent", stage, publish, stats, expansion), and again nothing is left.
+# idempotent", stage, publish, stats, expansion), and again nothing is left. Last, csi.test's
+# TestLabExpand stages the 40 MiB LUN as ext4, writes, grows the LUN to 56 MiB on the target and
+# calls NodeExpandVolume: on Linux >= 6.16 the device and the filesystem grow; before, it is
+# FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way.
 . "$VMLAB_LIB"
 set -eu
 
@@ -36,7 +39,7 @@ step rxe-up rxe_up
 step ublk-load ublk_load
 step lio-target env LIO_SERIAL=1 LIO_CHAP_USER=csiuser LIO_CHAP_PASS=csisecret12345 \
 	LIO_CHAP_MUTUAL_USER=csitarget LIO_CHAP_MUTUAL_PASS=targetsecret123 \
-	sh -c '. "$VMLAB_LIB"; lio_target "$0" rd:32 rd:32 rd:32 rd:32 rd:48' "$iqn"
+	sh -c '. "$VMLAB_LIB"; lio_target "$0" rd:32 rd:32 rd:32 rd:32 rd:48 dm:40' "$iqn"
 rm -rf $d
 mkdir -p $d/state $d/paths
 printf csisecret12345 >$d/chap.secret
@@ -93,6 +96,32 @@ step csi-sanity sh -c "'$VMLAB_BIN/csi-sanity' -csi.endpoint unix://$sock -csi.t
 grep -E '^Ran [0-9]+ of|SUCCESS!|FAIL!' "$VMLAB_RESULTS/csi-sanity.txt" || true
 step sanity-node-specs-ran grep -q 'Node Service should work' "$VMLAB_RESULTS/csi-sanity.txt"
 step sanity-nothing-left settle
+
+rel=$(uname -r)
+maj=${rel%%.*}
+min=${rel#*.}
+min=${min%%[!0-9]*}
+can=no
+if [ "$maj" -gt 6 ] || { [ "$maj" -eq 6 ] && [ "$min" -ge 16 ]; }; then
+	can=yes
+fi
+echo "Linux $rel: UBLK_F_UPDATE_SIZE expected: $can"
+dmn=vmlab$(echo "$iqn" | cksum | cut -d' ' -f1)_5
+cat >$d/grow.sh <<GROW
+set -e
+loop=\$(losetup -j $LIO_FILE_DIR/$dmn.img | cut -d: -f1)
+truncate -s 56M $LIO_FILE_DIR/$dmn.img
+losetup -c \$loop
+dmsetup --noudevsync suspend $dmn
+echo "0 $((56 * 2048)) linear \$loop 0" | dmsetup --noudevsync reload $dmn
+dmsetup --noudevsync resume $dmn
+test \$(blockdev --getsize64 /dev/mapper/$dmn) = $((56 << 20))
+GROW
+step expand sh -c "ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_DIR=$d/paths ISER_CSI_LAB_GROW='sh $d/grow.sh' \
+	ISER_CSI_LAB_EXPAND_SIZE=$((40 << 20)) ISER_CSI_LAB_GROWN_SIZE=$((56 << 20)) ISER_CSI_LAB_UPDATE_SIZE=$can \
+	'$VMLAB_BIN/csi.test' -test.run '^TestLabExpand\$' -test.count=1 -test.v >'$VMLAB_RESULTS/expand.txt' 2>&1"
+grep -E 'filesystem:|NodeExpandVolume' "$VMLAB_RESULTS/expand.txt" || true
+step expand-nothing-left settle
 
 kill -TERM $cpid
 step csi-exit wait $cpid
