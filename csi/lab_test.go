@@ -268,3 +268,70 @@ func TestLabExpand(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLabRestart (the VM lab's 85-csi-node) runs in two phases around a
+// node plugin killed and started again on the same state directory:
+// ISER_CSI_LAB_PHASE=before creates, stages, publishes and writes a file;
+// ISER_CSI_LAB_PHASE=after (the new plugin) finds the file through the
+// same mount, and unpublishes, unstages and deletes: the new plugin knows
+// what the old one staged.
+func TestLabRestart(t *testing.T) {
+	ep, dir, phase := os.Getenv("ISER_CSI_LAB_ENDPOINT"), os.Getenv("ISER_CSI_LAB_DIR"), os.Getenv("ISER_CSI_LAB_PHASE")
+	if ep == "" || dir == "" || phase == "" {
+		t.Skip("ISER_CSI_LAB_* not set: for the VM lab's 85-csi-node")
+	}
+	conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cc, nc := csipb.NewControllerClient(conn), csipb.NewNodeClient(conn)
+	fsc := &csipb.VolumeCapability{AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	r, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "lab-restart", VolumeCapabilities: []*csipb.VolumeCapability{fsc},
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Volume.VolumeId
+	staging, target := filepath.Join(dir, "staging-restart"), filepath.Join(dir, "pod5", "mount")
+	file, want := filepath.Join(target, "before-restart"), []byte("written before the plugin's restart\n")
+	switch phase {
+	case "before":
+		os.MkdirAll(staging, 0o750)
+		if _, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: fsc}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: fsc}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	case "after":
+		if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("the file after the restart: %q, %v", b, err)
+		}
+		st, err := nc.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: target})
+		if err != nil || st.VolumeCondition.GetAbnormal() {
+			t.Fatalf("stats after the restart: %v, %v", st, err)
+		}
+		// Staged again with the same arguments: already staged, nothing done.
+		if _, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: fsc}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cc.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("ISER_CSI_LAB_PHASE %q: want before or after", phase)
+	}
+}

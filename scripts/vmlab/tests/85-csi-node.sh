@@ -11,7 +11,9 @@
 # idempotent", stage, publish, stats, expansion), and again nothing is left. Last, csi.test's
 # TestLabExpand stages the 40 MiB LUN as ext4, writes, grows the LUN to 56 MiB on the target and
 # calls NodeExpandVolume: on Linux >= 6.16 the device and the filesystem grow; before, it is
-# FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way.
+# FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way. Then the plugin
+# is killed (SIGKILL) with a volume staged and published; a new one unpublishes and unstages it
+# (TestLabRestart). Last, the kubelet order again with --frontend nbd (kernel NBD).
 . "$VMLAB_LIB"
 set -eu
 
@@ -55,9 +57,12 @@ mutual_user = csitarget
 mutual_secret_file = $d/mutual.secret
 POOL
 
-iser-attach --initiator-name $lab csi --endpoint unix://$sock --node-id vmlab --pool $d/pool.conf \
-	--state-dir $d/state >"$VMLAB_RESULTS/csi.log" 2>&1 &
-cpid=$!
+start_csi() { # start_csi [FLAG...]: the plugin, its log appended to csi.log
+	iser-attach --initiator-name $lab csi --endpoint unix://$sock --node-id vmlab --pool $d/pool.conf \
+		--state-dir $d/state "$@" >>"$VMLAB_RESULTS/csi.log" 2>&1 &
+	cpid=$!
+}
+start_csi
 ready() {
 	for _ in $(seq 100); do
 		[ -S $sock ] && return 0
@@ -123,6 +128,32 @@ step expand sh -c "ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_DIR=$d/paths 
 grep -E 'filesystem:|NodeExpandVolume' "$VMLAB_RESULTS/expand.txt" || true
 step expand-nothing-left settle
 
+# The plugin killed (SIGKILL) with a volume staged and published: a new one on the same state
+# directory knows it, and unpublishes and unstages it.
+lab_restart() {
+	ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_DIR=$d/paths ISER_CSI_LAB_PHASE=$1 \
+		"$VMLAB_BIN/csi.test" -test.run '^TestLabRestart$' -test.count=1 -test.v >>"$VMLAB_RESULTS/restart.txt" 2>&1
+}
+step restart-before lab_restart before
+kill -KILL $cpid
+wait $cpid || true
+step restart-device-kept sh -c "iser-attach list --json | jq -e 'length == 1 and .[0].state == \"attached\"' >/dev/null"
+start_csi
+step csi-ready-again ready
+step restart-after lab_restart after
+step restart-nothing-left settle
+
+# Kernel NBD as the frontend (--frontend nbd; what a node without ublk_drv gets), after a SIGTERM.
 kill -TERM $cpid
 step csi-exit wait $cpid
+step nbd-load nbd_load
+start_csi --frontend nbd
+step csi-ready-nbd ready
+step kubelet-order-nbd sh -c "ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_DIR=$d/paths \
+	'$VMLAB_BIN/csi.test' -test.run '^TestLabKubeletOrder\$' -test.count=1 -test.v >'$VMLAB_RESULTS/kubelet-order-nbd.txt' 2>&1"
+step nbd-used grep -q 'frontend=nbd' "$VMLAB_RESULTS/csi.log"
+step nbd-nothing-left settle
+
+kill -TERM $cpid
+step csi-exit-nbd wait $cpid
 cpid=
