@@ -30,7 +30,7 @@ type Attacher interface {
 	// Attach attaches LU id under the iser-attach volume name, or returns
 	// the device of the daemon already serving name. It checks the LU's
 	// identity and fails with ErrWrongLU (leaving nothing attached) when
-	// the LUN is another LU.
+	// the LUN is another LU, and with ErrNotInPool for another target.
 	Attach(ctx context.Context, name string, id VolumeID, readOnly bool) (device string, err error)
 	// Detach flushes, removes the device and logs out; nothing attached
 	// under name is no error. The caller has checked that the device is
@@ -99,6 +99,9 @@ type VolumeStats struct {
 
 // ErrWrongLU: the LUN of a volume ID is now another LU.
 var ErrWrongLU = errors.New("the LUN is another LU than the volume's")
+
+// ErrNotInPool: the volume ID's target is not the node's pool's.
+var ErrNotInPool = errors.New("the volume's target is not this node's pool")
 
 // ErrNoResize: the device's size cannot change on this node.
 var ErrNoResize = errors.New("the device cannot be resized")
@@ -258,7 +261,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 			}
 		}
 		code := codes.Internal
-		if errors.Is(err, ErrWrongLU) {
+		if errors.Is(err, ErrWrongLU) || errors.Is(err, ErrNotInPool) {
 			code = codes.NotFound
 		}
 		return nil, status.Errorf(code, "node stage %s: %v", v.VolumeID, err)

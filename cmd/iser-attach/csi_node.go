@@ -91,6 +91,10 @@ func (a *nodeAttacher) status(ctx context.Context, name string) (volume.Status, 
 
 // Attach implements csi.Attacher.
 func (a *nodeAttacher) Attach(ctx context.Context, name string, id csi.VolumeID, readOnly bool) (string, error) {
+	// The pool's credentials are for its target only.
+	if id.Target != a.cfg.Target {
+		return "", fmt.Errorf("attach: target %s: %w (%s)", id.Target, csi.ErrNotInPool, a.cfg.Target)
+	}
 	st, found := a.status(ctx, name)
 	if !found {
 		fe, err := a.pickFrontend(ctx)

@@ -44,6 +44,11 @@ func TestCSINodeAttachArgs(t *testing.T) {
 			t.Errorf("attach args %q lack %q", args, want)
 		}
 	}
+	// A volume of another target: refused before anything runs (a.exe is
+	// empty: running it would fail otherwise).
+	if _, err := a.Attach(context.Background(), "csi-x", csi.VolumeID{Target: "iqn.2026-11.test:other", LUN: 1, LUID: "naa.1"}, false); !errors.Is(err, csi.ErrNotInPool) {
+		t.Fatalf("attach of another target's LUN: %v", err)
+	}
 	frontendChecks["test-missing"] = func(context.Context) error { return errors.New("driver not loaded") }
 	frontends["test-missing"] = frontends["ublk"]
 	defer delete(frontendChecks, "test-missing")
