@@ -28,6 +28,8 @@ test-bins:
 	CGO_ENABLED=0 $(GO) test -c -o $(BIN)/ublk.test ./ublk/
 	CGO_ENABLED=0 $(GO) test -c -o $(BIN)/nbdkernel.test ./nbd/kernel/
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ublkmem ./ublk/cmd/ublkmem
+	CGO_ENABLED=0 $(GO) test -c -o $(BIN)/csi.test ./csi/
+	CGO_ENABLED=0 GOBIN=$(abspath $(BIN)) $(GO) install github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.4.0
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

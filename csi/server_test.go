@@ -74,7 +74,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, l, &Identity{Version: "test", Controller: true}, c, NewNode("n1"), zerolog.Nop())
+		done <- Serve(ctx, l, &Identity{Version: "test", Controller: true}, c, mustNode(t, "n1"), zerolog.Nop())
 	}()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -96,7 +96,7 @@ func TestServe(t *testing.T) {
 	if _, err := csipb.NewControllerClient(conn).ControllerPublishVolume(cctx, &csipb.ControllerPublishVolumeRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("ControllerPublishVolume = %v", err)
 	}
-	if _, err := csipb.NewNodeClient(conn).NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{}); status.Code(err) != codes.Unimplemented {
+	if _, err := csipb.NewNodeClient(conn).NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("NodePublishVolume = %v", err)
 	}
 	cancel()

@@ -42,11 +42,15 @@ func csiSanity(t *testing.T) string {
 	return filepath.Join(dir, "csi-sanity")
 }
 
-// csiSanitySkip skips the Node specs of what is not built: staging,
-// publishing, stats, node expansion and the node lifecycle ("should work",
-// "should be idempotent"). NodeGetCapabilities and NodeGetInfo run.
-const csiSanitySkip = `Node Service (NodePublishVolume|NodeUnpublishVolume|NodeStageVolume|NodeUnstageVolume|` +
-	`NodeGetVolumeStats|NodeExpandVolume|should work|should be idempotent)`
+// csiSanitySkip skips the Node specs that stage a volume: this host has
+// neither ublk nor kernel NBD, so NodeStageVolume cannot attach. They are
+// "should work", "should be idempotent", NodeUnpublishVolume's "should
+// remove target path", NodeGetVolumeStats' "does not exist on the
+// specified path" and NodeExpandVolume's "should work ... after
+// node-publish"; the VM lab's 85-csi-node runs them. Every argument check
+// of the Node service runs here.
+const csiSanitySkip = `Node Service (should work|should be idempotent|NodeUnpublishVolume should remove target path|` +
+	`NodeGetVolumeStats should fail when volume does not exist on the specified path|NodeExpandVolume should work)`
 
 // csiPool starts tgtd with three LUNs of 64, 128 and 256 MiB and writes a
 // pool file for it.
@@ -111,12 +115,12 @@ func stopCSI(t *testing.T, cmd *exec.Cmd, logs *lockedBuffer, exited <-chan erro
 	}
 }
 
-// TestCSISanity runs csi-sanity's Identity and Controller specs against
+// TestCSISanity runs csi-sanity's Identity, Controller and Node specs against
 // iser-attach csi with a pool on tgtd over iSCSI/TCP. Every volume is
 // 64 MiB (the smallest LU): the "different capacity" spec needs a LU of
 // exactly the test size, and ControllerExpandVolume cannot go beyond a
 // volume's LU, so the expansion asks for the size the volume has. The Node
-// specs of what is not built are skipped (csiSanitySkip).
+// specs that stage a volume are skipped (csiSanitySkip).
 func TestCSISanity(t *testing.T) {
 	sanity := csiSanity(t)
 	_, pool := csiPool(t)

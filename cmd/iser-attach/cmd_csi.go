@@ -17,13 +17,15 @@ import (
 func csiCommand() *cli.Command {
 	return &cli.Command{
 		Name: "csi",
-		Usage: "serve the Kubernetes CSI Identity and Controller services for a pool of pre-carved LUNs on a unix socket " +
-			"(of the Node service only NodeGetInfo so far; see docs/kubernetes.md)",
+		Usage: "serve the Kubernetes CSI services for a pool of pre-carved LUNs on a unix socket: Identity, Controller " +
+			"and Node (stage attaches a LUN of the pool through attach --daemon; see docs/kubernetes.md)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "endpoint", Usage: "the socket to serve: unix:///ABSOLUTE/PATH (a stale socket is removed)"},
 			&cli.StringFlag{Name: "node-id", Usage: "this node's ID (Kubernetes: the node name), which NodeGetInfo reports"},
 			&cli.StringFlag{Name: "pool", Usage: "the pool: a file in the volume file's syntax (portal lines, target, transport, CHAP keys) without lun; the target's disk LUNs are the pool"},
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of the controller's allocations (controller.json), locked while the controller runs"},
+			&cli.BoolFlag{Name: "controller", Value: true, Usage: "serve the Controller service too (--controller=false: Identity and Node only, as a node plugin; the pool is not scanned)"},
+			&cli.StringFlag{Name: "frontend", Usage: "the Node service's frontend: ublk or nbd", DefaultText: "ublk where the kernel has it, else nbd"},
 			&cli.BoolFlag{Name: "wipe-on-delete", Usage: "zero a volume's LUN (WRITE SAME(16), with UNMAP where the LUN reads unmapped blocks as zeros) before DeleteVolume frees it"},
 		},
 		Action: func(c *cli.Context) error {
@@ -36,62 +38,77 @@ func csiCommand() *cli.Command {
 			if err != nil {
 				return usageErrorf(c, "--endpoint: %v", err)
 			}
-			sp, err := specFromPool(c, c.String("pool"))
+			sp, cfg, err := specFromPool(c, c.String("pool"))
 			if err != nil {
 				return err
 			}
-			store, err := csi.OpenStore(c.String("state-dir"))
-			if err != nil {
-				return err
+			if fe := c.String("frontend"); fe != "" && fe != "ublk" && fe != "nbd" {
+				return usageErrorf(c, "--frontend %q: want ublk or nbd", fe)
 			}
-			defer store.Close()
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("csi: %w", err)
+			}
 			ctx, stop := signalContext(c)
 			defer stop()
-			lus, err := scanPool(ctx, sp)
-			if err != nil {
-				return err
-			}
 			log := logger.With().Str("node_id", c.String("node-id")).Logger()
-			ctrl, err := csi.NewController(sp.Target, lus, store, log)
+			node, err := csi.NewNode(c.String("node-id"), csi.NewHostOS(&nodeAttacher{exe: exe, cfg: cfg,
+				initiator: sp.InitiatorName, frontend: c.String("frontend")}), c.String("state-dir"), log)
 			if err != nil {
 				return err
 			}
-			if c.Bool("wipe-on-delete") {
-				ctrl.Wipe = func(ctx context.Context, lun uint16, luid string) error { return wipeLUN(ctx, sp, lun, luid) }
+			defer node.Close()
+			var ctrl *csi.Controller
+			if c.Bool("controller") {
+				store, err := csi.OpenStore(c.String("state-dir"))
+				if err != nil {
+					return err
+				}
+				defer store.Close()
+				lus, err := scanPool(ctx, sp)
+				if err != nil {
+					return err
+				}
+				if ctrl, err = csi.NewController(sp.Target, lus, store, log); err != nil {
+					return err
+				}
+				if c.Bool("wipe-on-delete") {
+					ctrl.Wipe = func(ctx context.Context, lun uint16, luid string) error { return wipeLUN(ctx, sp, lun, luid) }
+				}
 			}
 			l, err := csi.Listen(path)
 			if err != nil {
 				return err
 			}
-			return csi.Serve(ctx, l, &csi.Identity{Version: buildVersion().Version, Controller: true}, ctrl, csi.NewNode(c.String("node-id")), log)
+			return csi.Serve(ctx, l, &csi.Identity{Version: buildVersion().Version, Controller: ctrl != nil}, ctrl, node, log)
 		},
 	}
 }
 
 // specFromPool reads a pool file: a volume file without lun.
-func specFromPool(c *cli.Context, path string) (*lunSpec, error) {
+func specFromPool(c *cli.Context, path string) (*lunSpec, *volume.Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--pool: %w", err)
+		return nil, nil, fmt.Errorf("--pool: %w", err)
 	}
 	defer f.Close()
 	cfg, err := volume.ParseConfig("pool", path, f)
 	if err != nil {
 		var errs volume.ConfigErrors
 		if errors.As(err, &errs) {
-			return nil, fmt.Errorf("--pool: %s", oneLine(errs))
+			return nil, nil, fmt.Errorf("--pool: %s", oneLine(errs))
 		}
-		return nil, fmt.Errorf("--pool: %w", err)
+		return nil, nil, fmt.Errorf("--pool: %w", err)
 	}
 	if !cfg.AnyLUN {
-		return nil, fmt.Errorf("--pool: %s:%d: lun: a pool is every disk LUN of the target; leave lun out", path, volume.KeyLine(path, "lun"))
+		return nil, nil, fmt.Errorf("--pool: %s:%d: lun: a pool is every disk LUN of the target; leave lun out", path, volume.KeyLine(path, "lun"))
 	}
 	sp := &lunSpec{Target: cfg.Target, AnyLUN: true, Transport: cfg.Transport, QueueDepth: cfg.QueueDepth,
 		LoginTimeout: cfg.LoginTimeout, ReplacementTimeout: cfg.ReplacementTimeout, NOPInterval: cfg.NOPInterval,
 		NOPTimeout: cfg.NOPTimeout, CommandTimeout: cfg.CommandTimeout, NoPathTimeout: cfg.NoPathTimeout}
 	for _, p := range cfg.Portals {
 		if err := sp.addPortal(p); err != nil {
-			return nil, fmt.Errorf("--pool %s: %w", path, err)
+			return nil, nil, fmt.Errorf("--pool %s: %w", path, err)
 		}
 	}
 	in := cfg.InitiatorName
@@ -99,12 +116,12 @@ func specFromPool(c *cli.Context, path string) (*lunSpec, error) {
 		in = c.String("initiator-name")
 	}
 	if sp.InitiatorName, err = initiatorName(in); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if sp.CHAP, err = chapCredentials(c.App.ErrWriter, cfg.CHAPUser, cfg.CHAPSecretFile, cfg.MutualUser, cfg.MutualSecretFile, false); err != nil {
-		return nil, fmt.Errorf("--pool %s: %w", path, err)
+		return nil, nil, fmt.Errorf("--pool %s: %w", path, err)
 	}
-	return sp, nil
+	return sp, cfg, nil
 }
 
 // scanPool logs in to the pool's target and describes its LUNs (REPORT

@@ -16,7 +16,8 @@
 #                              $LIO_FILE_DIR); e.g. lio_target $VMLAB_IQN rd:256 file:64:4096
 #                              Env: LIO_ISER=1|0 (default 1: iSER and TCP on the portal),
 #                              LIO_PORT (3260), LIO_WCE=1 (write cache), LIO_TPU=1 (UNMAP), LIO_CHAP_USER/LIO_CHAP_PASS (CHAP),
-#                              LIO_CHAP_MUTUAL_USER/LIO_CHAP_MUTUAL_PASS (mutual CHAP)
+#                              LIO_CHAP_MUTUAL_USER/LIO_CHAP_MUTUAL_PASS (mutual CHAP),
+#                              LIO_SERIAL=1 (a unit serial, so each LU has an NAA name)
 #                              or dm (iblock on a dm-linear device over a loop file; see
 #                              lio_dm); file:3145728 is a sparse 3 TiB LUN
 #   lio_iser IQN 0|1           turn iSER off/on on the target's portal
@@ -262,6 +263,11 @@ lio_target() {
 		# Enabling resets block_size to the backend's 512; set it after, before export.
 		_lio_put "$_dev/enable" 1 || return 1
 		[ "$_bs" = 512 ] || _lio_put "$_dev/attrib/block_size" "$_bs" || return 1
+		# LIO_SERIAL=1: a unit serial (a UUID, as targetcli sets), from which LIO derives the
+		# LU's NAA name in VPD page 0x83; without it a LUN has no LU name. Set before export.
+		if [ "${LIO_SERIAL:-0}" = 1 ]; then
+			_lio_put "$_dev/wwn/vpd_unit_serial" "$(cat /proc/sys/kernel/random/uuid)" || return 1
+		fi
 		# LIO_WCE=1: report a volatile write cache (WCE), so initiators send SYNCHRONIZE CACHE.
 		[ "${LIO_WCE:-0}" = 1 ] && { _lio_put "$_dev/attrib/emulate_write_cache" 1 || return 1; }
 		# LIO_TPU=1: thin provisioning, UNMAP and WRITE SAME with UNMAP (fileio punches holes).
