@@ -141,7 +141,7 @@ func TestDeployManifestsMatchTheBinary(t *testing.T) {
 				continue
 			}
 			pod := m.Spec.Template.Spec
-			var endpoint, socketVolume string
+			var endpoint, socketVolume, nodeSocket string
 			for _, c := range pod.Containers {
 				if !strings.HasPrefix(c.Image, "iser-attach") {
 					continue
@@ -172,6 +172,19 @@ func TestDeployManifestsMatchTheBinary(t *testing.T) {
 					}
 				}
 				endpoint, socketVolume = sock, vol
+				if m.Kind == "DaemonSet" {
+					// kubelet finds the node plugin's socket on the host:
+					// the registrar's path must be where the socket's
+					// hostPath volume puts it.
+					for _, v := range pod.Volumes {
+						if v.Name == vol && v.HostPath != nil {
+							nodeSocket = path.Join(v.HostPath.Path, path.Base(sock))
+						}
+					}
+					if nodeSocket == "" {
+						t.Errorf("%s: the socket's volume %q is not a hostPath: kubelet cannot reach it", where, vol)
+					}
+				}
 			}
 			if endpoint == "" {
 				continue
@@ -182,6 +195,9 @@ func TestDeployManifestsMatchTheBinary(t *testing.T) {
 					continue
 				}
 				where := file + ": " + m.Kind + " " + m.Metadata.Name + ", sidecar " + c.Name
+				if reg, ok := argValue(c.Args, "kubelet-registration-path"); ok && reg != nodeSocket {
+					t.Errorf("%s: --kubelet-registration-path=%s, the plugin's socket is %s on the host", where, reg, nodeSocket)
+				}
 				if vol, ok := c.mountOf(path.Dir(addr)); !ok || vol != socketVolume {
 					t.Errorf("%s: --csi-address=%s is not in the volume %q that holds iser-attach's socket", where, addr, socketVolume)
 				} else if path.Base(addr) != path.Base(endpoint) {
