@@ -75,27 +75,9 @@ func (n *Node) save(v *nodeVolume) error {
 	if err != nil {
 		return fmt.Errorf("write node state: %w", err)
 	}
-	p := filepath.Join(n.dir, v.Name+".json")
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := writeAtomic(n.dir, v.Name+".json", b); err != nil {
 		return fmt.Errorf("write node state: %w", err)
 	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write node state: %w", err)
-	}
-	syncDir(n.dir)
 	n.vols[v.VolumeID] = v
 	return nil
 }

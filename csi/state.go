@@ -98,28 +98,8 @@ func (s *Store) save(st *stateFile) error {
 	if err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
-	tmp := filepath.Join(s.dir, stateFileName+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := writeAtomic(s.dir, stateFileName, b); err != nil {
 		return fmt.Errorf("write state: %w", err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.dir, stateFileName))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write state: %w", err)
-	}
-	if d, err := os.Open(s.dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
