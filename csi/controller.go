@@ -124,29 +124,13 @@ func (c *Controller) ControllerGetCapabilities(context.Context, *csipb.Controlle
 	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// checkCapabilities returns why caps cannot be served, "" when they can:
-// mount (ext4, xfs or the default) or block access, on one node or read-only
-// on several. Writers on several nodes need fencing, which is not built.
+// checkCapabilities returns why caps cannot be served, "" when they can: the
+// node's rule (checkCapability) for each, so the controller never hands out
+// a volume the node then refuses, nor refuses one it would stage.
 func checkCapabilities(caps []*csipb.VolumeCapability) string {
 	for _, vc := range caps {
-		if vc == nil {
-			return "a volume capability is empty"
-		}
-		switch m := vc.GetAccessMode().GetMode(); m {
-		case csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
-			csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
-			csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
-		default:
-			return fmt.Sprintf("access mode %s is not supported (single node writer, single or multi node reader only)", m)
-		}
-		switch {
-		case vc.GetBlock() != nil:
-		case vc.GetMount() != nil:
-			if fs := vc.GetMount().GetFsType(); fs != "" && fs != "ext4" && fs != "xfs" {
-				return fmt.Sprintf("fsType %q is not supported (ext4, xfs)", fs)
-			}
-		default:
-			return "access type missing: block or mount"
+		if _, _, _, err := checkCapability(vc); err != nil {
+			return status.Convert(err).Message()
 		}
 	}
 	return ""
