@@ -350,3 +350,28 @@ func TestDeleteVolumeWipe(t *testing.T) {
 		t.Fatalf("the wiped LU is not free: %+v, %v", v2, err)
 	}
 }
+
+// The controller and the node judge a capability by one rule: every mode
+// and access type the node stages, the controller accepts, and the reverse.
+func TestCapabilityRuleShared(t *testing.T) {
+	for m := range csipb.VolumeCapability_AccessMode_Mode_name {
+		mode := csipb.VolumeCapability_AccessMode_Mode(m)
+		for _, access := range []*csipb.VolumeCapability{
+			{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}},
+			{AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "xfs"}}},
+			{AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: "btrfs"}}},
+		} {
+			access.AccessMode = &csipb.VolumeCapability_AccessMode{Mode: mode}
+			_, _, _, nodeErr := checkCapability(access)
+			ctrl := checkCapabilities([]*csipb.VolumeCapability{access})
+			if (nodeErr == nil) != (ctrl == "") {
+				t.Errorf("mode %v, %v: node says %v, controller %q", mode, access.GetAccessType(), nodeErr, ctrl)
+			}
+		}
+	}
+	if _, _, _, err := checkCapability(&csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{
+		Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER},
+		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}}); err != nil {
+		t.Fatalf("single node single writer, block: %v", err)
+	}
+}
