@@ -31,9 +31,7 @@ PIDS=()
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
-	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-		stop_pid "${PIDS[i]}"
-	done
+	stop_all
 	rm -rf "$WORK"
 	exit "$rc"
 }

@@ -40,9 +40,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	if [ ${#PIDS[@]} -gt 0 ]; then
 		printf '\n%s==> shutting down%s\n' "$bold" "$off"
-		for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-			stop_pid "${PIDS[i]}"
-		done
+		stop_all
 	fi
 	rm -rf "$WORK"
 	if [ "$rc" = 0 ]; then echo "demo: OK"; else echo "demo: FAILED (exit $rc)" >&2; fi

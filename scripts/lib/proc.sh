@@ -1,4 +1,5 @@
-# scripts/lib/proc.sh: process helpers shared by demo.sh and bench-tcp.sh (bash).
+# scripts/lib/proc.sh: process helpers shared by demo.sh, bench-tcp.sh and
+# bench-multipath-tcp.sh (bash).
 
 # alive PID: true while PID runs (a zombie, exited but not waited for, does not).
 alive() {
@@ -16,6 +17,15 @@ stop_pid() {
 	done
 	kill -KILL "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
+}
+
+# stop_all: stop_pid on every pid of the caller's array PIDS, the last
+# started first (fio before serve before tgtd).
+stop_all() {
+	local i
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		stop_pid "${PIDS[i]}"
+	done
 }
 
 # wait_for DESC PID TEST...: poll TEST for 30 s while PID lives; the calling
