@@ -17,6 +17,8 @@ const (
 	OpSynchronizeCache10     Opcode = 0x35
 	OpUnmap                  Opcode = 0x42
 	OpModeSense10            Opcode = 0x5a
+	OpPersistentReserveIn    Opcode = 0x5e
+	OpPersistentReserveOut   Opcode = 0x5f
 	OpRead16                 Opcode = 0x88
 	OpWrite16                Opcode = 0x8a
 	OpSynchronizeCache16     Opcode = 0x91
@@ -29,23 +31,25 @@ const (
 )
 
 var opcodeNames = map[Opcode]string{
-	OpTestUnitReady:      "TEST UNIT READY",
-	OpRequestSense:       "REQUEST SENSE",
-	OpInquiry:            "INQUIRY",
-	OpModeSense6:         "MODE SENSE(6)",
-	OpReadCapacity10:     "READ CAPACITY(10)",
-	OpRead10:             "READ(10)",
-	OpWrite10:            "WRITE(10)",
-	OpSynchronizeCache10: "SYNCHRONIZE CACHE(10)",
-	OpUnmap:              "UNMAP",
-	OpModeSense10:        "MODE SENSE(10)",
-	OpRead16:             "READ(16)",
-	OpWrite16:            "WRITE(16)",
-	OpSynchronizeCache16: "SYNCHRONIZE CACHE(16)",
-	OpWriteSame16:        "WRITE SAME(16)",
-	OpServiceActionIn16:  "SERVICE ACTION IN(16)",
-	OpReportLUNs:         "REPORT LUNS",
-	OpMaintenanceIn:      "MAINTENANCE IN",
+	OpTestUnitReady:        "TEST UNIT READY",
+	OpRequestSense:         "REQUEST SENSE",
+	OpInquiry:              "INQUIRY",
+	OpModeSense6:           "MODE SENSE(6)",
+	OpReadCapacity10:       "READ CAPACITY(10)",
+	OpRead10:               "READ(10)",
+	OpWrite10:              "WRITE(10)",
+	OpSynchronizeCache10:   "SYNCHRONIZE CACHE(10)",
+	OpUnmap:                "UNMAP",
+	OpModeSense10:          "MODE SENSE(10)",
+	OpPersistentReserveIn:  "PERSISTENT RESERVE IN",
+	OpPersistentReserveOut: "PERSISTENT RESERVE OUT",
+	OpRead16:               "READ(16)",
+	OpWrite16:              "WRITE(16)",
+	OpSynchronizeCache16:   "SYNCHRONIZE CACHE(16)",
+	OpWriteSame16:          "WRITE SAME(16)",
+	OpServiceActionIn16:    "SERVICE ACTION IN(16)",
+	OpReportLUNs:           "REPORT LUNS",
+	OpMaintenanceIn:        "MAINTENANCE IN",
 }
 
 // String returns the command name as SPC-4 and SBC-4 spell it, or the
