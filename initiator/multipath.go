@@ -185,7 +185,8 @@ type Multipath struct {
 	refreshing   atomic.Bool // a refresh goroutine runs
 	refreshAgain atomic.Bool // a refresh was asked for meanwhile
 	resets       atomic.Uint64
-	noPathSince  atomic.Int64 // UnixNano when I/O last found no usable path, 0 since one was
+	noPathSince  atomic.Int64  // UnixNano when I/O last found no usable path, 0 since one was
+	prKey        atomic.Uint64 // the persistent reservation key each path registers; 0 none
 
 	closed    chan struct{}
 	base      context.Context // cancelled by Close

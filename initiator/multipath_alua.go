@@ -60,10 +60,15 @@ func (m *Multipath) bindLUN(ctx context.Context, lun scsi.LUN) error {
 // pathExec runs one command on p's own Nexus, retrying unit attentions
 // and ALUA transitions a few times.
 func (p *mpath) pathExec(ctx context.Context, cdb scsi.CDB, buf []byte) ([]byte, error) {
+	return p.pathDo(ctx, cdb, buf, nil)
+}
+
+// pathDo is pathExec with Data-Out (write) as well.
+func (p *mpath) pathDo(ctx context.Context, cdb scsi.CDB, buf, write []byte) ([]byte, error) {
 	nx := p.nx.Load()
 	var last error
 	for range 8 {
-		r, err := nx.Do(ctx, &Command{LUN: p.m.lun, CDB: cdb.Bytes(), Read: buf})
+		r, err := nx.Do(ctx, &Command{LUN: p.m.lun, CDB: cdb.Bytes(), Read: buf, Write: write})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cdb.Opcode(), err)
 		}
@@ -148,6 +153,14 @@ func (p *mpath) check(ctx context.Context) error {
 		}
 	} else {
 		p.access.Store(accessUnknown)
+	}
+	if k := m.prKey.Load(); k != 0 {
+		// A path's I_T nexus registers the volume's key before it carries
+		// I/O: under Write Exclusive, Registrants Only, an unregistered
+		// path's writes would get RESERVATION CONFLICT.
+		if err := p.registerKey(ctx, k); err != nil {
+			return err
+		}
 	}
 	p.checked.Store(s)
 	p.mu.Lock()
