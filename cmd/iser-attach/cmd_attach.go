@@ -598,6 +598,9 @@ func detachVolume(dev blockDevice, l *lunConn) error {
 		if err := l.Flush(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("final SYNCHRONIZE CACHE: %w", err))
 		}
+		if err := l.unfence(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("release the reservation: %w", err))
+		}
 	} else {
 		errs = append(errs, fmt.Errorf("final SYNCHRONIZE CACHE: session is down (%s)", l.nx.Status().State))
 	}

@@ -150,6 +150,12 @@ func endServe(l *lunConn, serr error) error {
 		logger.Warn().Err(ferr).Msg("final SYNCHRONIZE CACHE")
 		ferr = fmt.Errorf("serve: final SYNCHRONIZE CACHE: %w", ferr)
 	}
+	if ferr == nil {
+		if err := l.unfence(fctx); err != nil {
+			logger.Warn().Err(err).Msg("release the reservation")
+			ferr = fmt.Errorf("serve: release the reservation: %w", err)
+		}
+	}
 	cerr := l.Close()
 	if cerr != nil {
 		cerr = fmt.Errorf("serve: logout: %w", cerr)

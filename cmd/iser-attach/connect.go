@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -37,7 +40,26 @@ func sessionFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "nop-timeout", Value: volume.DefaultNOPTimeout, Usage: "time allowed for the NOP-In answer before the connection counts as lost (seconds, or a Go duration)"},
 		noPathTimeoutFlag(),
 		pathSelectorFlag(),
+		&cli.StringFlag{Name: "reservation-key", Usage: "fence the LUN with a persistent reservation (Write Exclusive, Registrants Only) under this key (hex, up to 16 digits, not 0), registered on every path: refused with exit status 4 while another key holds it, released on detach"},
+		&cli.BoolFlag{Name: "preempt", Usage: "with --reservation-key: take the reservation from the key holding it (a node that is gone); that node's writes fail from then on"},
 	}
+}
+
+// parseReservationKey reads --reservation-key: hex, an optional 0x, 1 to
+// 16 digits, not zero (SPC-4's key 0 means none).
+func parseReservationKey(s string) (uint64, error) {
+	h := strings.TrimPrefix(strings.ToLower(s), "0x")
+	if h == "" || len(h) > 16 {
+		return 0, fmt.Errorf("%q: want 1 to 16 hex digits", s)
+	}
+	k, err := strconv.ParseUint(h, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want hex digits", s)
+	}
+	if k == 0 {
+		return 0, fmt.Errorf("%q: key 0 means no key", s)
+	}
+	return k, nil
 }
 
 // pathSelectorFlag is --path-selector, for attach, serve and volume add.
@@ -87,6 +109,10 @@ type lunSpec struct {
 	// PathSelector chooses among a multipath LUN's usable paths
 	// (--path-selector, path_selector).
 	PathSelector initiator.PathSelector
+	// ReservationKey, when not 0, fences the LUN (LUN.Fence) once it is
+	// open; Preempt takes the reservation from another holder.
+	ReservationKey uint64
+	Preempt        bool
 }
 
 // addDiscoveredPortals asks the spec's portals for the target's portals
@@ -158,6 +184,7 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 		LoginTimeout: c.Duration("login-timeout"), ReplacementTimeout: volume.DefaultReplacementTimeout,
 		NOPInterval: volume.DefaultNOPInterval, NOPTimeout: volume.DefaultNOPTimeout,
 		CommandTimeout: c.Duration("command-timeout"), NoPathTimeout: -1}
+	var err error
 	if hasFlag(c, "queue-depth") {
 		sp.QueueDepth, sp.ReplacementTimeout = c.Int("queue-depth"), c.Duration("replacement-timeout")
 		sp.NOPInterval, sp.NOPTimeout = c.Duration("nop-interval"), c.Duration("nop-timeout")
@@ -167,6 +194,15 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 			return nil, usageErrorf(c, "--path-selector: %v", err)
 		}
 		sp.PathSelector = sel
+		if k := c.String("reservation-key"); k != "" {
+			if sp.ReservationKey, err = parseReservationKey(k); err != nil {
+				return nil, usageErrorf(c, "--reservation-key %v", err)
+			}
+		}
+		sp.Preempt = c.Bool("preempt")
+		if sp.Preempt && sp.ReservationKey == 0 {
+			return nil, usageErrorf(c, "--preempt needs --reservation-key")
+		}
 	}
 	sp.AllPortals = hasFlag(c, "all-portals") && c.Bool("all-portals")
 	for _, p := range c.StringSlice("portal") {
@@ -197,7 +233,6 @@ func specFromFlags(c *cli.Context) (*lunSpec, error) {
 	case sp.CommandTimeout <= 0:
 		return nil, usageErrorf(c, "--command-timeout %v: must be positive", sp.CommandTimeout)
 	}
-	var err error
 	if sp.InitiatorName, err = initiatorName(c.String("initiator-name")); err != nil {
 		return nil, err
 	}
@@ -235,7 +270,8 @@ type nexusHandle interface {
 // lunConn is an open LUN and the nexus it runs on.
 type lunConn struct {
 	*initiator.LUN
-	nx nexusHandle
+	nx  nexusHandle
+	key uint64 // the reservation key fence took, 0 none
 }
 
 // paths reports each path of a multipath LUN, nil for a single path.
@@ -277,7 +313,60 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 		nx.Close()
 		return nil, fmt.Errorf("%s at %s: %w", sp.Target, st.Portal, err)
 	}
-	return &lunConn{LUN: l, nx: nx}, nil
+	lc := &lunConn{LUN: l, nx: nx}
+	if sp.ReservationKey != 0 {
+		if err := lc.fence(lctx, sp); err != nil {
+			nx.Close()
+			return nil, err
+		}
+	}
+	return lc, nil
+}
+
+// exitReserved is the exit status of an attach or serve refused because
+// another key holds the LUN's reservation (a *reservedExit).
+const exitReserved = 4
+
+// reservedExit is a fence refused: another node holds the LUN.
+type reservedExit struct{ err error }
+
+func (e *reservedExit) Error() string { return e.err.Error() }
+func (e *reservedExit) Unwrap() error { return e.err }
+
+// ExitCode is exitReserved (cli.ExitCoder).
+func (e *reservedExit) ExitCode() int { return exitReserved }
+
+// fence takes the LUN's persistent reservation for sp.ReservationKey.
+func (l *lunConn) fence(ctx context.Context, sp *lunSpec) error {
+	f, err := l.Fence(ctx, sp.ReservationKey, sp.Preempt)
+	var re *initiator.ReservedError
+	if errors.As(err, &re) {
+		return &reservedExit{fmt.Errorf("LUN %d of %s is %w: detach it there first, or take it over with --preempt once that node is gone",
+			l.Info().Number, sp.Target, err)}
+	}
+	if err != nil {
+		return fmt.Errorf("LUN %d of %s: %w", l.Info().Number, sp.Target, err)
+	}
+	l.key = sp.ReservationKey
+	ev := logger.Info()
+	if f.Preempted != 0 {
+		ev = logger.Warn().Str("preempted_key", fmt.Sprintf("0x%016x", f.Preempted)).Str("preempted_initiator", f.Initiator)
+	}
+	ev.Str("key", fmt.Sprintf("0x%016x", l.key)).Str("type", initiator.FenceType.String()).Msg("reservation held")
+	return nil
+}
+
+// unfence releases the reservation fence took, if any.
+func (l *lunConn) unfence(ctx context.Context) error {
+	if l.key == 0 {
+		return nil
+	}
+	if err := l.Unfence(ctx, l.key); err != nil {
+		return err
+	}
+	logger.Info().Str("key", fmt.Sprintf("0x%016x", l.key)).Msg("reservation released")
+	l.key = 0
+	return nil
 }
 
 // exitRefused is the exit status of a command whose login the target
