@@ -103,6 +103,10 @@ var ErrWrongLU = errors.New("the LUN is another LU than the volume's")
 // ErrNotInPool: the volume ID's target is not the node's pool's.
 var ErrNotInPool = errors.New("the volume's target is not this node's pool")
 
+// ErrReserved: another node holds the persistent reservation of the
+// volume's LUN (it is staged read-write there).
+var ErrReserved = errors.New("another node holds the volume's reservation")
+
 // ErrNoResize: the device's size cannot change on this node.
 var ErrNoResize = errors.New("the device cannot be resized")
 
@@ -261,8 +265,11 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 			}
 		}
 		code := codes.Internal
-		if errors.Is(err, ErrWrongLU) || errors.Is(err, ErrNotInPool) {
+		switch {
+		case errors.Is(err, ErrWrongLU) || errors.Is(err, ErrNotInPool):
 			code = codes.NotFound
+		case errors.Is(err, ErrReserved):
+			code = codes.FailedPrecondition
 		}
 		return nil, status.Errorf(code, "node stage %s: %v", v.VolumeID, err)
 	}

@@ -29,6 +29,7 @@ type fakeOS struct {
 	lunSize  int64             // the LU's size after a resize
 	noResize bool
 	wrongLU  bool
+	reserved string // Attach fails: another node holds the LUN (this holder)
 	calls    []string
 }
 
@@ -70,6 +71,9 @@ func (f *fakeOS) Attach(_ context.Context, name string, id VolumeID, ro bool) (s
 	}
 	if f.wrongLU {
 		return "", fmt.Errorf("attach: LUN %d is another LU: %w", id.LUN, ErrWrongLU)
+	}
+	if f.reserved != "" && !ro {
+		return "", fmt.Errorf("attach LUN %d: %w: %s", id.LUN, ErrReserved, f.reserved)
 	}
 	dev := fmt.Sprintf("/dev/ublkb%d", f.next)
 	f.next++
@@ -754,5 +758,29 @@ func TestNodeWrongLU(t *testing.T) {
 	f.wrongLU = false
 	if _, err := n.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: testID2.String(), StagingTargetPath: s, VolumeCapability: fsCap("", rwo)}); err != nil {
 		t.Fatalf("another volume at the freed staging path: %v", err)
+	}
+}
+
+// TestNodeReserved: a read-write stage of a LUN another node holds fails
+// with FAILED_PRECONDITION naming the holder, leaves no record, and works
+// once the holder let go; a read-only stage is not fenced.
+func TestNodeReserved(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeOS()
+	f.reserved = "reserved by key 0x00000000000000a1 (Write Exclusive, Registrants Only), initiator iqn.2026-11.test:node-a"
+	n := testNode(t, f, dir)
+	ctx := context.Background()
+	s := filepath.Join(dir, "staging")
+	_, err := n.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: testID.String(), StagingTargetPath: s, VolumeCapability: fsCap("", rwo)})
+	wantCode(t, "stage of a LUN held by another node", err, codes.FailedPrecondition)
+	if !strings.Contains(err.Error(), "iqn.2026-11.test:node-a") {
+		t.Fatalf("the error does not name the holder: %v", err)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(dir, "state", "node", "*.json")); len(ents) != 0 {
+		t.Fatalf("record left: %v", ents)
+	}
+	f.reserved = ""
+	if _, err := n.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: testID.String(), StagingTargetPath: s, VolumeCapability: fsCap("", rwo)}); err != nil {
+		t.Fatalf("stage once the holder let go: %v", err)
 	}
 }

@@ -209,6 +209,9 @@ func daemonize(name string) error {
 		if errors.As(werr, &ee) && ee.ExitCode() == exitRefused {
 			return &refusedError{err: err}
 		}
+		if errors.As(werr, &ee) && ee.ExitCode() == exitReserved { // and its fence refused
+			return &reservedExit{err: err}
+		}
 		return err
 	}
 	fmt.Print(line)

@@ -26,6 +26,7 @@ func csiCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of the controller's allocations (controller.json), locked while the controller runs"},
 			&cli.BoolFlag{Name: "controller", Value: true, Usage: "serve the Controller service too (--controller=false: Identity and Node only, as a node plugin; the pool is not scanned)"},
 			&cli.StringFlag{Name: "frontend", Usage: "the Node service's frontend: ublk or nbd", DefaultText: "ublk where the kernel has it, else nbd"},
+			&cli.BoolFlag{Name: "fence", Value: true, Usage: "stage a volume read-write only while this node holds its LUN's persistent reservation, under a key from the node ID (attach --reservation-key); another node's stage is refused with FAILED_PRECONDITION"},
 			&cli.BoolFlag{Name: "wipe-on-delete", Usage: "zero a volume's LUN (WRITE SAME(16), with UNMAP where the LUN reads unmapped blocks as zeros) before DeleteVolume frees it"},
 		},
 		Action: func(c *cli.Context) error {
@@ -52,8 +53,12 @@ func csiCommand() *cli.Command {
 			ctx, stop := signalContext(c)
 			defer stop()
 			log := logger.With().Str("node_id", c.String("node-id")).Logger()
-			node, err := csi.NewNode(c.String("node-id"), csi.NewHostOS(&nodeAttacher{exe: exe, cfg: cfg,
-				initiator: sp.InitiatorName, frontend: c.String("frontend")}), c.String("state-dir"), log)
+			na := &nodeAttacher{exe: exe, cfg: cfg, initiator: sp.InitiatorName, frontend: c.String("frontend")}
+			if c.Bool("fence") {
+				na.key = nodeKey(c.String("node-id"))
+				log.Info().Str("key", fmt.Sprintf("0x%016x", na.key)).Msg("csi: read-write stages fence their LUN with this node's key")
+			}
+			node, err := csi.NewNode(c.String("node-id"), csi.NewHostOS(na), c.String("state-dir"), log)
 			if err != nil {
 				return err
 			}

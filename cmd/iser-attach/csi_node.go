@@ -10,6 +10,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	be "encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -29,6 +31,19 @@ type nodeAttacher struct {
 	initiator string         // the initiator name to log in with
 	// frontend is ublk or nbd; "" picks ublk where it works, else nbd.
 	frontend string
+	// key fences every read-write stage (attach --reservation-key); 0 none.
+	key uint64
+}
+
+// nodeKey is a node's persistent reservation key: the first 8 bytes of
+// SHA-256 of its node ID (never 0), so that a restarted plugin, or one on
+// another host with the same node ID, uses the same key.
+func nodeKey(nodeID string) uint64 {
+	h := sha256.Sum256([]byte("iser-attach csi node\x00" + nodeID))
+	if k := be.BigEndian.Uint64(h[:8]); k != 0 {
+		return k
+	}
+	return 1
 }
 
 // attachArgs is the attach --daemon command line of a volume of the pool.
@@ -59,6 +74,8 @@ func (a *nodeAttacher) attachArgs(name, frontend string, id csi.VolumeID, readOn
 	}
 	if readOnly || c.ReadOnly {
 		args = append(args, "--read-only")
+	} else if a.key != 0 {
+		args = append(args, "--reservation-key", fmt.Sprintf("%016x", a.key))
 	}
 	return args
 }
@@ -108,6 +125,10 @@ func (a *nodeAttacher) Attach(ctx context.Context, name string, id csi.VolumeID,
 		out, err := cmd.Output()
 		if err != nil {
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == exitReserved {
+				err = csi.ErrReserved
+			}
 			return "", fmt.Errorf("attach LUN %d of %s: %w: %s", id.LUN, id.Target, err, lines[len(lines)-1])
 		}
 		logger.Info().Str("volume", name).Str("device", strings.TrimSpace(string(out))).Str("frontend", fe).

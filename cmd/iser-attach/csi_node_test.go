@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,19 @@ func TestCSINodeAttachArgs(t *testing.T) {
 			t.Errorf("attach args %q lack %q", args, want)
 		}
 	}
+	if strings.Contains(joined, "--reservation-key") {
+		t.Errorf("a read-only stage fences: %q", args)
+	}
+	// Read-write with fencing: this node's key, the same for the same node ID.
+	a.key = nodeKey("node-a")
+	if a.key == 0 || a.key != nodeKey("node-a") || a.key == nodeKey("node-b") {
+		t.Fatalf("node keys: %#x, %#x", a.key, nodeKey("node-b"))
+	}
+	rw := " " + strings.Join(a.attachArgs("csi-1", "ublk", csi.VolumeID{Target: "iqn.2026-11.test:disk", LUN: 3}, false), " ") + " "
+	if want := fmt.Sprintf(" --reservation-key %016x ", a.key); !strings.Contains(rw, want) || strings.Contains(rw, "--read-only") {
+		t.Errorf("read-write stage args %q lack %q", rw, want)
+	}
+	a.key = 0
 	// A volume of another target: refused before anything runs (a.exe is
 	// empty: running it would fail otherwise).
 	if _, err := a.Attach(context.Background(), "csi-x", csi.VolumeID{Target: "iqn.2026-11.test:other", LUN: 1, LUID: "naa.1"}, false); !errors.Is(err, csi.ErrNotInPool) {
