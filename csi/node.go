@@ -152,10 +152,12 @@ func NewNode(id string, os NodeOS, stateDir string, log zerolog.Logger) (*Node, 
 	return n, nil
 }
 
-// AttachName is the iser-attach volume name of a volume ID: csi- and 16
-// hex digits of its SHA-256 (an ID can be longer than a name may be).
-func AttachName(volumeID string) string {
-	h := sha256.Sum256([]byte(volumeID))
+// AttachName is the iser-attach volume name of a volume ID on a node:
+// csi- and 16 hex digits of the SHA-256 of both (an ID can be longer than
+// a name may be). The node ID is in it so that two node plugins on one
+// kernel (a test, kind's nodes) never share a volume's daemon.
+func AttachName(nodeID, volumeID string) string {
+	h := sha256.Sum256([]byte(nodeID + "\x00" + volumeID))
 	return "csi-" + hex.EncodeToString(h[:8])
 }
 
@@ -249,7 +251,7 @@ func (n *Node) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRe
 	if v == nil {
 		// Recorded before the attach, so that a plugin that dies during
 		// it finds the volume to unstage.
-		v = &nodeVolume{VolumeID: req.GetVolumeId(), Name: AttachName(req.GetVolumeId()), StagingPath: staging,
+		v = &nodeVolume{VolumeID: req.GetVolumeId(), Name: AttachName(n.NodeID, req.GetVolumeId()), StagingPath: staging,
 			Block: block, FSType: fsType, ReadOnly: ro}
 		if err := n.save(v); err != nil {
 			return nil, status.Errorf(codes.Internal, "node stage: %v", err)

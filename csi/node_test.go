@@ -309,7 +309,7 @@ func TestNodeMountLifecycle(t *testing.T) {
 	if _, err := n.NodeStageVolume(ctx, stage); err != nil {
 		t.Fatal(err)
 	}
-	name := AttachName(id)
+	name := AttachName(n.NodeID, id)
 	if got, want := f.took(), "attach "+name+"; mkfs ext4 /dev/ublkb0; mount /dev/ublkb0 "+staging+" bind=false ro=false"; got != want {
 		t.Fatalf("stage did %q; want %q", got, want)
 	}
@@ -460,7 +460,7 @@ func TestNodeBlock(t *testing.T) {
 	if _, err := n.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: blkCap()}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.took(), "attach "+AttachName(id); got != want {
+	if got, want := f.took(), "attach "+AttachName(n.NodeID, id); got != want {
 		t.Fatalf("block stage did %q; want %q", got, want)
 	}
 	pub := &csipb.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: blkCap()}
@@ -488,7 +488,7 @@ func TestNodeBlock(t *testing.T) {
 	if _, err := n.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.took(), "unmount "+target+"; detach "+AttachName(id); got != want {
+	if got, want := f.took(), "unmount "+target+"; detach "+AttachName(n.NodeID, id); got != want {
 		t.Fatalf("block unpublish, unstage did %q; want %q", got, want)
 	}
 }
@@ -530,7 +530,7 @@ func TestNodeRestart(t *testing.T) {
 	if _, err := n2.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.took(), "unmount "+target+"; unmount "+staging+"; detach "+AttachName(id); got != want {
+	if got, want := f.took(), "unmount "+target+"; unmount "+staging+"; detach "+AttachName(n.NodeID, id); got != want {
 		t.Fatalf("after restart: %q; want %q", got, want)
 	}
 }
@@ -557,11 +557,11 @@ func TestNodeStatsCondition(t *testing.T) {
 	if c := cond(); c.Abnormal {
 		t.Fatalf("attached: %+v", c)
 	}
-	f.attached[AttachName(id)].state = "recovering"
+	f.attached[AttachName(n.NodeID, id)].state = "recovering"
 	if c := cond(); !c.Abnormal || c.Message != "session recovering: connection reset" {
 		t.Fatalf("recovering: %+v", c)
 	}
-	delete(f.attached, AttachName(id))
+	delete(f.attached, AttachName(n.NodeID, id))
 	if c := cond(); !c.Abnormal || !strings.Contains(c.Message, "no iser-attach daemon") {
 		t.Fatalf("daemon gone: %+v", c)
 	}
@@ -589,7 +589,7 @@ func TestNodeExpand(t *testing.T) {
 	if err != nil || r.CapacityBytes != 128<<20 {
 		t.Fatalf("expand = %+v, %v", r, err)
 	}
-	if got, want := f.took(), "resize "+AttachName(id)+"; growfs ext4 /dev/ublkb0 "+staging; got != want {
+	if got, want := f.took(), "resize "+AttachName(n.NodeID, id)+"; growfs ext4 /dev/ublkb0 "+staging; got != want {
 		t.Fatalf("expand did %q; want %q", got, want)
 	}
 	// The size asked is there already: no resize.

@@ -49,7 +49,7 @@ func (n *Node) load() error {
 			n.Close()
 			return fmt.Errorf("read node state %s: %w", p, err)
 		}
-		if v.VolumeID == "" || v.Name != AttachName(v.VolumeID) || e.Name() != v.Name+".json" {
+		if v.VolumeID == "" || v.Name != AttachName(n.NodeID, v.VolumeID) || e.Name() != v.Name+".json" {
 			n.Close()
 			return fmt.Errorf("read node state %s: volume ID %q does not match the file", p, v.VolumeID)
 		}
