@@ -335,3 +335,71 @@ func TestLabRestart(t *testing.T) {
 		t.Fatalf("ISER_CSI_LAB_PHASE %q: want before or after", phase)
 	}
 }
+
+// TestLabFence (the VM lab's 85-csi-node): two node plugins on one host,
+// ISER_CSI_LAB_ENDPOINT (node A, with the controller) and
+// ISER_CSI_LAB_ENDPOINT_B (node B, another node ID and initiator name).
+// A stages a block volume read-write; B's read-write stage of it is
+// FAILED_PRECONDITION naming the holder (ISER_CSI_LAB_HOLDER: A's
+// initiator name, which LIO reports). Once A unstaged, B stages it; B
+// unstages.
+func TestLabFence(t *testing.T) {
+	epA, epB, dir := os.Getenv("ISER_CSI_LAB_ENDPOINT"), os.Getenv("ISER_CSI_LAB_ENDPOINT_B"), os.Getenv("ISER_CSI_LAB_DIR")
+	if epA == "" || epB == "" || dir == "" {
+		t.Skip("ISER_CSI_LAB_ENDPOINT, ISER_CSI_LAB_ENDPOINT_B and ISER_CSI_LAB_DIR not set: for the VM lab's 85-csi-node")
+	}
+	dial := func(ep string) *grpc.ClientConn {
+		conn, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	connA, connB := dial(epA), dial(epB)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cc, a, b := csipb.NewControllerClient(connA), csipb.NewNodeClient(connA), csipb.NewNodeClient(connB)
+	bc := &csipb.VolumeCapability{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	r, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "lab-fence", VolumeCapabilities: []*csipb.VolumeCapability{bc},
+		CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.Volume.VolumeId
+	sa, sb := filepath.Join(dir, "fence-a"), filepath.Join(dir, "fence-b")
+	for _, s := range []string{sa, sb} {
+		if err := os.MkdirAll(s, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage := func(who string, nc csipb.NodeClient, staging string) error {
+		start := time.Now()
+		_, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: bc})
+		t.Logf("%s: NodeStageVolume: %v after %v", who, err, time.Since(start).Round(time.Millisecond))
+		return err
+	}
+	unstage := func(who string, nc csipb.NodeClient, staging string) {
+		if _, err := nc.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+			t.Fatalf("%s: NodeUnstageVolume: %v", who, err)
+		}
+	}
+	if err := stage("A", a, sa); err != nil {
+		t.Fatal(err)
+	}
+	err = stage("B", b, sb)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "reserved by key") ||
+		!strings.Contains(err.Error(), os.Getenv("ISER_CSI_LAB_HOLDER")) {
+		t.Fatalf("B's stage while A holds the volume: %v; want FAILED_PRECONDITION naming %s", err, os.Getenv("ISER_CSI_LAB_HOLDER"))
+	}
+	t.Logf("fenced: %v", err)
+	unstage("A", a, sa)
+	if err := stage("B", b, sb); err != nil {
+		t.Fatalf("B's stage once A unstaged: %v", err)
+	}
+	unstage("B", b, sb)
+	if _, err := cc.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
+		t.Fatal(err)
+	}
+}

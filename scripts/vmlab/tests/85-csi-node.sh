@@ -11,7 +11,9 @@
 # idempotent", stage, publish, stats, expansion), and again nothing is left. Last, csi.test's
 # TestLabExpand stages the 40 MiB LUN as ext4, writes, grows the LUN to 56 MiB on the target and
 # calls NodeExpandVolume: on Linux >= 6.16 the device and the filesystem grow; before, it is
-# FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way. Then the plugin
+# FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way. TestLabFence:
+# a second node plugin's read-write stage of a volume the first holds is FAILED_PRECONDITION
+# naming the first's initiator, and works once the first unstaged. Then the plugin
 # is killed (SIGKILL) with a volume staged and published; a new one unpublishes and unstages it
 # (TestLabRestart). Last, the kubelet order again with --frontend nbd (kernel NBD).
 . "$VMLAB_LIB"
@@ -25,6 +27,7 @@ sock=$d/csi.sock
 cleanup() {
 	set +e
 	[ -n "${cpid:-}" ] && kill -TERM "$cpid" 2>/dev/null && wait "$cpid"
+	[ -n "${bpid:-}" ] && kill -TERM "$bpid" 2>/dev/null && wait "$bpid"
 	for m in $(awk '$5 ~ "^/tmp/csi" {print $5}' /proc/self/mountinfo | sort -r); do umount "$m"; done
 	for s in /run/iser-attach/csi-*.sock; do
 		[ -e "$s" ] || continue
@@ -127,6 +130,31 @@ step expand sh -c "ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_DIR=$d/paths 
 	'$VMLAB_BIN/csi.test' -test.run '^TestLabExpand\$' -test.count=1 -test.v >'$VMLAB_RESULTS/expand.txt' 2>&1"
 grep -E 'filesystem:|NodeExpandVolume' "$VMLAB_RESULTS/expand.txt" || true
 step expand-nothing-left settle
+
+# Fencing: a second node plugin (node ID vmlab-b, initiator name $lab-b, Node service only) on
+# the same pool. A's read-write stage holds the LUN's reservation; B's stage of it is
+# FAILED_PRECONDITION naming A's initiator (LIO's READ FULL STATUS) until A unstages.
+sockb=$d/csi-b.sock
+mkdir -p $d/state-b
+iser-attach --initiator-name $lab-b csi --endpoint unix://$sockb --node-id vmlab-b --pool $d/pool.conf \
+	--state-dir $d/state-b --controller=false >>"$VMLAB_RESULTS/csi-b.log" 2>&1 &
+bpid=$!
+readyb() {
+	for _ in $(seq 100); do
+		[ -S $sockb ] && return 0
+		kill -0 $bpid 2>/dev/null || return 1
+		sleep 0.2
+	done
+	return 1
+}
+step csi-b-ready readyb
+step fence sh -c "ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_ENDPOINT_B=unix://$sockb ISER_CSI_LAB_DIR=$d/paths \
+	ISER_CSI_LAB_HOLDER=$lab '$VMLAB_BIN/csi.test' -test.run '^TestLabFence\$' -test.count=1 -test.v >'$VMLAB_RESULTS/fence.txt' 2>&1"
+grep -E 'NodeStageVolume|fenced:' "$VMLAB_RESULTS/fence.txt" || true
+kill -TERM $bpid
+step csi-b-exit wait $bpid
+bpid=
+step fence-nothing-left settle
 
 # The plugin killed (SIGKILL) with a volume staged and published: a new one on the same state
 # directory knows it, and unpublishes and unstages it.
