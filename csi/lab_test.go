@@ -311,9 +311,23 @@ func TestLabRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	case "after":
+		// From the device, not the page cache; and a write that must reach
+		// it (the daemon may be a new one that took the device over).
+		_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
 		if b, err := os.ReadFile(file); err != nil || !bytes.Equal(b, want) {
 			t.Fatalf("the file after the restart: %q, %v", b, err)
 		}
+		f, err := os.Create(filepath.Join(target, "after-restart"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(want); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatalf("fsync after the restart: %v", err)
+		}
+		f.Close()
 		st, err := nc.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: target})
 		if err != nil || st.VolumeCondition.GetAbnormal() {
 			t.Fatalf("stats after the restart: %v, %v", st, err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/rs/zerolog"
@@ -30,7 +31,10 @@ type fakeOS struct {
 	noResize bool
 	wrongLU  bool
 	reserved string // Attach fails: another node holds the LUN (this holder)
-	calls    []string
+	// left holds the devices of daemons that died (ublk: quiesced, not
+	// removed), by name: the next Attach of the name takes the device over.
+	left  map[string]string
+	calls []string
 }
 
 type fakeVol struct {
@@ -75,8 +79,13 @@ func (f *fakeOS) Attach(_ context.Context, name string, id VolumeID, ro bool) (s
 	if f.reserved != "" && !ro {
 		return "", fmt.Errorf("attach LUN %d: %w: %s", id.LUN, ErrReserved, f.reserved)
 	}
-	dev := fmt.Sprintf("/dev/ublkb%d", f.next)
-	f.next++
+	dev, took := f.left[name]
+	if took {
+		delete(f.left, name)
+	} else {
+		dev = fmt.Sprintf("/dev/ublkb%d", f.next)
+		f.next++
+	}
 	f.attached[name] = &fakeVol{dev: dev, id: id, ro: ro, state: "attached"}
 	f.sizes[dev] = 64 << 20
 	f.call("attach %s", name)
@@ -782,5 +791,49 @@ func TestNodeReserved(t *testing.T) {
 	f.reserved = ""
 	if _, err := n.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: testID.String(), StagingTargetPath: s, VolumeCapability: fsCap("", rwo)}); err != nil {
 		t.Fatalf("stage once the holder let go: %v", err)
+	}
+}
+
+// TestNodeRecover: a plugin that starts while a staged volume's daemon is
+// gone attaches it again, taking its left device over; a volume whose
+// daemon serves is not touched; one that comes back as another device is
+// not counted.
+func TestNodeRecover(t *testing.T) {
+	dir := t.TempDir()
+	f := newFakeOS()
+	n := testNode(t, f, dir)
+	ctx := context.Background()
+	ids := []string{testID.String(), testID2.String()}
+	for i, id := range ids {
+		if _, err := n.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id,
+			StagingTargetPath: filepath.Join(dir, fmt.Sprint("staging", i)), VolumeCapability: fsCap("", rwo)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Close()
+	// The first volume's daemon died and left its device.
+	dead := AttachName(n.NodeID, ids[0])
+	f.left = map[string]string{dead: f.attached[dead].dev}
+	delete(f.attached, dead)
+	f.took()
+	n2 := testNode(t, f, dir)
+	if got := n2.Recover(ctx, time.Second); got != 1 {
+		t.Fatalf("Recover = %d, want 1", got)
+	}
+	if got, want := f.took(), "attach "+dead; got != want {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+	if f.attached[dead] == nil || f.attached[dead].dev != "/dev/ublkb0" {
+		t.Fatalf("not taken over: %+v", f.attached[dead])
+	}
+	if got := n2.Recover(ctx, time.Second); got != 0 || f.took() != "" {
+		t.Fatal("a second Recover attached again")
+	}
+	// Gone for good (no device left): attached as a new device, not counted.
+	n2.Close()
+	delete(f.attached, dead)
+	n3 := testNode(t, f, dir)
+	if got := n3.Recover(ctx, time.Second); got != 0 {
+		t.Fatalf("Recover as another device = %d, want 0", got)
 	}
 }

@@ -63,6 +63,11 @@ func csiCommand() *cli.Command {
 				return err
 			}
 			defer node.Close()
+			// Volumes staged by an earlier plugin whose daemons are gone are
+			// attached again (taking their ublk devices over) before serving.
+			if n := node.Recover(ctx, sp.LoginTimeout+30*time.Second); n > 0 {
+				log.Warn().Int("volumes", n).Msg("csi: attached again the staged volumes whose daemons were gone")
+			}
 			var ctrl *csi.Controller
 			if c.Bool("controller") {
 				store, err := csi.OpenStore(c.String("state-dir"))

@@ -14,8 +14,9 @@
 # FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way. TestLabFence:
 # a second node plugin's read-write stage of a volume the first holds is FAILED_PRECONDITION
 # naming the first's initiator, and works once the first unstaged. Then the plugin
-# is killed (SIGKILL) with a volume staged and published; a new one unpublishes and unstages it
-# (TestLabRestart). Last, the kubelet order again with --frontend nbd (kernel NBD).
+# is killed (SIGKILL) with a volume staged and published, its attach daemon too; a new plugin
+# attaches the volume again, taking the ublk device over, and the file system on it reads and
+# writes; then it unpublishes and unstages it (TestLabRestart). Last, the kubelet order again with --frontend nbd (kernel NBD).
 . "$VMLAB_LIB"
 set -eu
 
@@ -166,8 +167,17 @@ step restart-before lab_restart before
 kill -KILL $cpid
 wait $cpid || true
 step restart-device-kept sh -c "iser-attach list --json | jq -e 'length == 1 and .[0].state == \"attached\"' >/dev/null"
+# The daemon dies too (what a restart of the plugin's container does to the daemons in its
+# cgroup): the new plugin attaches the volume again before it serves, taking the ublk device
+# over (user recovery), and the file system mounted on it goes on.
+dpid=$(iser-attach list --json | jq -r '.[0].pid')
+dev=$(iser-attach list --json | jq -r '.[0].device')
+kill -KILL "$dpid"
+step daemon-gone sh -c "for _ in \$(seq 50); do kill -0 $dpid 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
 start_csi
 step csi-ready-again ready
+step restart-recovered sh -c "iser-attach list --json | jq -e 'length == 1 and .[0].state == \"attached\" and .[0].device == \"$dev\"' >/dev/null"
+grep 'recover:' "$VMLAB_RESULTS/csi.log" || true
 step restart-after lab_restart after
 step restart-nothing-left settle
 
