@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/initiator"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 )
 
@@ -116,4 +117,52 @@ func noKeysLeft(t *testing.T, srv *tgttest.Server) {
 	if k, err := l.ReadKeys(ctx); err != nil || len(k.Keys) != 0 {
 		t.Errorf("keys left after the serves stopped: %+v, %v", k, err)
 	}
+}
+
+// TestServeRefenceAfterTargetRestart: tgtd keeps no reservation across its
+// restart (no APTPL). Once serve's session is reinstated it reserves the
+// LUN again with its key; without that the LUN would be left unfenced.
+func TestServeRefenceAfterTargetRestart(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{LUNs: []tgttest.LUN{{Size: 16 << 20}}})
+	_, logs := startServe(t, srv, nil, "1", "--reservation-key", "c3")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r := reservation(t, srv); !r.Reserved || r.Key != 0xc3 {
+		t.Fatalf("before the restart: %+v", r)
+	}
+	if err := srv.Restart(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if r := reservation(t, srv); r.Reserved && r.Key == 0xc3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not reserved again after tgtd's restart:\n%s", logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// reservation reads the LUN's reservation through a session of its own.
+func reservation(t *testing.T, srv *tgttest.Server) scsi.PRReservation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := initiator.Connect(ctx, initiator.DialConfig{Transport: "tcp", Addr: srv.Portal()},
+		initiator.SessionConfig{LoginConfig: initiator.LoginConfig{InitiatorName: "iqn.2026-11.io.iser-attach:check",
+			TargetName: srv.IQN(), ISID: initiator.NewISID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := initiator.OpenLUN(ctx, s, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.ReadReservation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -262,6 +263,9 @@ func hasFlag(c *cli.Context, name string) bool {
 type nexusHandle interface {
 	initiator.Executor
 	Status() initiator.NexusStatus
+	// OnReinstated registers f to run after every new session (of any
+	// path), outside the I/O path.
+	OnReinstated(f func())
 	TargetName() string
 	InitiatorName() string
 	Close() error
@@ -270,8 +274,11 @@ type nexusHandle interface {
 // lunConn is an open LUN and the nexus it runs on.
 type lunConn struct {
 	*initiator.LUN
-	nx  nexusHandle
-	key uint64 // the reservation key fence took, 0 none
+	nx nexusHandle
+	// key is the reservation key fence took, 0 none; refencing says a
+	// refence runs.
+	key       atomic.Uint64
+	refencing atomic.Bool
 }
 
 // paths reports each path of a multipath LUN, nil for a single path.
@@ -347,25 +354,52 @@ func (l *lunConn) fence(ctx context.Context, sp *lunSpec) error {
 	if err != nil {
 		return fmt.Errorf("LUN %d of %s: %w", l.Info().Number, sp.Target, err)
 	}
-	l.key = sp.ReservationKey
+	if l.key.Swap(sp.ReservationKey) == 0 {
+		l.nx.OnReinstated(func() { go l.refence() })
+	}
 	ev := logger.Info()
 	if f.Preempted != 0 {
 		ev = logger.Warn().Str("preempted_key", fmt.Sprintf("0x%016x", f.Preempted)).Str("preempted_initiator", f.Initiator)
 	}
-	ev.Str("key", fmt.Sprintf("0x%016x", l.key)).Str("type", initiator.FenceType.String()).Msg("reservation held")
+	ev.Str("key", fmt.Sprintf("0x%016x", sp.ReservationKey)).Str("type", initiator.FenceType.String()).Msg("reservation held")
 	return nil
+}
+
+// refence takes the reservation again after a new session: a target that
+// restarted without persisting it (no APTPL) has forgotten both the
+// registrations and the reservation, and the volume would be unfenced.
+// Held by another key by now, the volume is fenced out: its writes fail
+// with RESERVATION CONFLICT, and this says so.
+func (l *lunConn) refence() {
+	key := l.key.Load()
+	if key == 0 || !l.refencing.CompareAndSwap(false, true) {
+		return
+	}
+	defer l.refencing.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := l.Fence(ctx, key, false)
+	var re *initiator.ReservedError
+	switch {
+	case errors.As(err, &re):
+		logger.Error().Err(err).Str("key", fmt.Sprintf("0x%016x", key)).
+			Msg("after a new session another node holds the reservation: this volume is fenced out, its writes fail")
+	case err != nil:
+		logger.Warn().Err(err).Str("key", fmt.Sprintf("0x%016x", key)).Msg("after a new session: fence again")
+	}
 }
 
 // unfence releases the reservation fence took, if any.
 func (l *lunConn) unfence(ctx context.Context) error {
-	if l.key == 0 {
+	key := l.key.Load()
+	if key == 0 {
 		return nil
 	}
-	if err := l.Unfence(ctx, l.key); err != nil {
+	if err := l.Unfence(ctx, key); err != nil {
 		return err
 	}
-	logger.Info().Str("key", fmt.Sprintf("0x%016x", l.key)).Msg("reservation released")
-	l.key = 0
+	logger.Info().Str("key", fmt.Sprintf("0x%016x", key)).Msg("reservation released")
+	l.key.Store(0)
 	return nil
 }
 
