@@ -54,6 +54,9 @@ func TestCLIUsageMistakes(t *testing.T) {
 	}{
 		{"unknown flag", nil, []string{"serve", "--foo"}, "serve: flag provided but not defined: -foo", "serve"},
 		{"unknown flag after arguments", nil, []string{"detach", "vol", "--foo"}, "detach: flag provided but not defined: -foo", "detach"},
+		{"resize without a volume", nil, []string{"resize"}, "resize: expected one NAME|DEVICE, got 0 arguments", "resize"},
+		{"resize of two", nil, []string{"resize", "a", "b"}, "resize: expected one NAME|DEVICE, got 2 arguments", "resize"},
+		{"unknown flag to resize", nil, []string{"resize", "--bogus", "x"}, "resize: flag provided but not defined: -bogus", "resize"},
 		{"unknown global flag", nil, []string{"--foo", "list"}, "flag provided but not defined: -foo", ""},
 		{"unknown subcommand flag", nil, []string{"volume", "check", "--json"}, "volume check: flag provided but not defined: -json", "volume check"},
 		{"flag of another command", nil, []string{"list", "--listen", "x"}, "list: flag provided but not defined: -listen; serve takes it", "list"},

@@ -130,14 +130,23 @@ func recoverUblk(ctx context.Context, name string, st volume.State, ident volume
 		volume.RemoveState(name)
 		return nil, nil
 	}
+	return nil, afterFailedRecovery(ctx, name, dev, st.ID, err, ublk.Remove)
+}
+
+// afterFailedRecovery decides the fate of a left ublk device (dev, id)
+// whose recovery failed with err. In use anywhere, in any mount namespace,
+// or when that cannot be told, it stays and the attach fails. Otherwise it
+// is removed (remove) and the volume's state forgotten: nil, and the
+// attach goes on with a new device.
+func afterFailedRecovery(ctx context.Context, name, dev string, id int, err error, remove func(context.Context, int) error) error {
 	if busy, where := volume.InUse(dev); busy {
-		return nil, fmt.Errorf("volume %s: ublk recovery of %s failed and it is in use (%s), so it stays: %w",
+		return fmt.Errorf("volume %s: ublk recovery of %s failed and it is in use (%s), so it stays: %w",
 			name, dev, where, err)
 	}
-	logger.Warn().Err(err).Int("id", st.ID).Str("volume", name).Msg("ublk recovery failed; removing the old device (not in use)")
-	if rerr := ublk.Remove(ctx, st.ID); rerr != nil && !errors.Is(rerr, syscall.ENODEV) {
-		return nil, fmt.Errorf("volume %s: ublk recovery of %s failed (%w) and so did its removal: %w", name, dev, err, rerr)
+	logger.Warn().Err(err).Int("id", id).Str("volume", name).Msg("ublk recovery failed; removing the old device (not in use)")
+	if rerr := remove(ctx, id); rerr != nil && !errors.Is(rerr, syscall.ENODEV) {
+		return fmt.Errorf("volume %s: ublk recovery of %s failed (%w) and so did its removal: %w", name, dev, err, rerr)
 	}
 	volume.RemoveState(name)
-	return nil, nil
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,3 +166,32 @@ type detachCounter struct {
 }
 
 func (d *detachCounter) Detach(context.Context, bool) error { d.n.Add(1); return nil }
+
+// TestFailedRecoveryKeepsDeviceInUse: a left ublk device whose recovery
+// failed is removed only when nothing uses it: mounted in another mount
+// namespace it stays (and the attach fails naming it); a path that is no
+// block device (the check cannot be made) stays too; an unused one is
+// removed.
+func TestFailedRecoveryKeepsDeviceInUse(t *testing.T) {
+	signalEnv(t)
+	recErr := errors.New("START_USER_RECOVERY: no such device state")
+	removed := 0
+	remove := func(context.Context, int) error { removed++; return nil }
+	dev := looptest.Device(t)
+	end := looptest.MountElsewhere(t, dev)
+	err := afterFailedRecovery(context.Background(), "db", dev, 7, recErr, remove)
+	if err == nil || !strings.Contains(err.Error(), "in use") || !errors.Is(err, recErr) || removed != 0 {
+		t.Fatalf("mounted in another namespace: %v, removed %d times", err, removed)
+	}
+	notBlock := filepath.Join(t.TempDir(), "ublkb7")
+	if err := os.WriteFile(notBlock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := afterFailedRecovery(context.Background(), "db", notBlock, 7, recErr, remove); err == nil || removed != 0 {
+		t.Fatalf("check impossible: %v, removed %d times", err, removed)
+	}
+	end()
+	if err := afterFailedRecovery(context.Background(), "db", dev, 7, recErr, remove); err != nil || removed != 1 {
+		t.Fatalf("unused: %v, removed %d times", err, removed)
+	}
+}

@@ -18,9 +18,9 @@ trap 'rm -rf "$T"' EXIT
 # shellcheck source=../lib/check.sh
 . "$(dirname "$0")/../lib/check.sh"
 
-# lintian: no errors. Its note about running as root is not about the package.
+# lintian: no errors and no warnings. Its note about running as root is not about the package.
 if command -v lintian >/dev/null; then
-	out=$(lintian --fail-on error "$DEB" 2>&1)
+	out=$(lintian --fail-on error,warning "$DEB" 2>&1)
 	rc=$?
 	out=$(grep -v 'running with root privileges is not recommended' <<<"$out")
 	[ -z "$out" ] || echo "$out"
