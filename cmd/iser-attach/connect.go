@@ -371,11 +371,14 @@ func (l *lunConn) fence(ctx context.Context, sp *lunSpec) error {
 // Held by another key by now, the volume is fenced out: its writes fail
 // with RESERVATION CONFLICT, and this says so.
 func (l *lunConn) refence() {
-	key := l.key.Load()
-	if key == 0 || !l.refencing.CompareAndSwap(false, true) {
+	if !l.refencing.CompareAndSwap(false, true) {
 		return
 	}
 	defer l.refencing.Store(false)
+	key := l.key.Load() // after the flag: unfence drops the key, then waits for the flag
+	if key == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := l.Fence(ctx, key, false)
@@ -389,17 +392,25 @@ func (l *lunConn) refence() {
 	}
 }
 
-// unfence releases the reservation fence took, if any.
+// unfence releases the reservation fence took, if any. The key is
+// dropped first, so that no refence starts, and a refence under way is
+// waited for, so that it cannot reserve again after the release.
 func (l *lunConn) unfence(ctx context.Context) error {
-	key := l.key.Load()
+	key := l.key.Swap(0)
 	if key == 0 {
 		return nil
+	}
+	for l.refencing.Load() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("release the reservation: a refence is under way: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	if err := l.Unfence(ctx, key); err != nil {
 		return err
 	}
 	logger.Info().Str("key", fmt.Sprintf("0x%016x", key)).Msg("reservation released")
-	l.key.Store(0)
 	return nil
 }
 
