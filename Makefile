@@ -61,7 +61,7 @@ e2e: build build-nocgo test-bins deb
 # UBLK_F_UPDATE_SIZE); then quick figures: bench's kernel ib_iser, ublk and NBD over iSER, 2 s
 # per workload, three workloads (not the goals' measurement: make bench-vm VMLAB_KERNEL=7.2 is).
 # The soak (80) runs on 6.12 only: its daemon-term fault is 81's SIGTERM takeover.
-E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 81-* 83-ublk-resize.sh
+E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 81-* 83-ublk-resize.sh 85-csi-node.sh
 E2E7_WORKLOADS ?= 4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 \
 	4k-randread-qd1:randread:4k:1
 e2e-7: build build-nocgo test-bins

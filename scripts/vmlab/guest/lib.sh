@@ -212,6 +212,10 @@ lio_target() {
 		return 1
 	}
 	lio_load || return 1
+	# LIO writes its persistent-reservation state under its dbroot (/etc/target) on every
+	# PERSISTENT RESERVE OUT, APTPL or not, and fails the command (NOT READY, logical unit
+	# communication failure) when it cannot: targetcli makes the directory, the lab does here.
+	mkdir -p "$(cat "$LIO/dbroot" 2>/dev/null || echo /etc/target)/pr" || return 1
 	_tag=$(echo "$_iqn" | cksum | cut -d' ' -f1)
 	_tpg=$LIO/iscsi/$_iqn/tpgt_1
 	mkdir -p "$_tpg" || return 1

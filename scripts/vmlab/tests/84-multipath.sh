@@ -8,6 +8,12 @@
 # under fio with crc32c verify goes through these cases, each printing one "multipath CASE: PASS|FAIL ..." line with what it measured:
 #
 #   paths           list --json shows two paths, each with its portal and state
+#   fenced          the volume holds a persistent reservation (--reservation-key 84, Write
+#                   Exclusive, Registrants Only; VMLAB_MP_FENCE=0: not): open-iscsi, another
+#                   initiator, sees key 0x84 registered twice (a path each) and the
+#                   reservation, and its write is refused while its read works. Every later
+#                   case then runs fenced: a path's new session registers again. After the
+#                   last case the detach releases it: no key is left (step fence-released).
 #   active-active   both TPGs receive commands (each >= VMLAB_MP_SHARE_MIN % of them)
 #   tpg-disabled    the busiest path's TPG disabled 4 s: worst completion <= VMLAB_MP_RESET_MAX s;
 #                   failback: the TPG takes commands again <= VMLAB_MP_FAILBACK_MAX s after it is back
@@ -44,7 +50,7 @@ pb=$MP_ADDR_B:3260
 name=mp
 : "${VMLAB_MP_SHARE_MIN:=25}" "${VMLAB_MP_PREF_MIN:=90}" "${VMLAB_MP_RESET_MAX:=1.5}" "${VMLAB_MP_SILENT_MAX:=6}"
 : "${VMLAB_MP_ALUA_MAX:=2}" "${VMLAB_MP_FAILBACK_MAX:=10}"
-: "${VMLAB_MP_CASES:=paths active-active tpg-disabled silent standby unavailable transitioning non-optimized all-down-short all-down-long}"
+: "${VMLAB_MP_CASES:=paths fenced active-active tpg-disabled silent standby unavailable transitioning non-optimized all-down-short all-down-long}"
 ia() { iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab --log-level info --log-format json "$@"; }
 SAMPLER_PID=
 cleanup() {
@@ -89,9 +95,12 @@ if iser-attach attach --help 2>&1 | grep -q -- --no-path-timeout; then
 else
 	npt="--replacement-timeout $VMLAB_MP_NO_PATH_TIMEOUT"
 fi
-# shellcheck disable=SC2086 # $npt, $auth_args: flags and their values
+: "${VMLAB_MP_FENCE:=1}"
+fence_args=
+[ "$VMLAB_MP_FENCE" = 1 ] && fence_args="--reservation-key 84"
+# shellcheck disable=SC2086 # $npt, $auth_args, $fence_args: flags and their values
 step attach ia attach --daemon --frontend ublk --transport iser --portal "$pa" --portal "$pb" \
-	--target "$iqn" --lun 0 --name "$name" $npt $auth_args >"$VMLAB_RESULTS/dev"
+	--target "$iqn" --lun 0 --name "$name" $npt $auth_args $fence_args >"$VMLAB_RESULTS/dev"
 dev=$(cat "$VMLAB_RESULTS/dev")
 disk=${dev#/dev/}
 echo "attached $name: $dev"
@@ -271,6 +280,50 @@ case_paths() {
 		result paths PASS "paths $_p"
 	else
 		result paths FAIL "list --json paths: $_p (want two, $pa and $pb, both up); status $(vol_status "$name")"
+	fi
+}
+
+# kernel_disk PORTAL: open-iscsi (another initiator) logs in through PORTAL; prints its disk.
+kernel_disk() {
+	iscsi_login "$iqn" iser "$1" >/dev/null 2>&1 || return 1
+	for _ in $(seq 100); do
+		_kd=$(mp_disks "$iqn" | awk '{ print $2; exit }')
+		[ -n "$_kd" ] && [ -b "$_kd" ] && { echo "$_kd"; return 0; }
+		sleep 0.2
+	done
+	return 1
+}
+
+case_fenced() {
+	if [ "$VMLAB_MP_FENCE" != 1 ]; then
+		result fenced PASS "(VMLAB_MP_FENCE=0: not fenced)"
+		return 0
+	fi
+	_d=$(kernel_disk "$pa") || {
+		iscsi_logout_all >/dev/null 2>&1
+		result fenced FAIL "(open-iscsi: no disk through $pa)"
+		return 0
+	}
+	set +e # every step is judged below, none ends the test
+	sg_persist --in -k "$_d" >"$VMLAB_RESULTS/fence-keys.txt" 2>&1
+	echo "sg_persist -k: exit $?" >>"$VMLAB_RESULTS/fence-keys.txt"
+	sg_persist --in -r "$_d" >"$VMLAB_RESULTS/fence-res.txt" 2>&1
+	echo "sg_persist -r: exit $?" >>"$VMLAB_RESULTS/fence-res.txt"
+	_keys=$(cat "$VMLAB_RESULTS/fence-keys.txt") _res=$(cat "$VMLAB_RESULTS/fence-res.txt")
+	_w=refused
+	dd if=/dev/zero of="$_d" bs=4k count=1 seek=100 oflag=direct 2>"$VMLAB_RESULTS/fence-dd.err" && _w="WRITE SUCCEEDED"
+	_r=ok
+	dd if="$_d" of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null || _r="FAILED"
+	iscsi_logout_all >/dev/null 2>&1
+	_nk=$(echo "$_keys" | grep -c '^ *0x84$')
+	_rs=$(echo "$_res" | grep -E 'Key=|type' | tr -s ' \n' ' ')
+	set -e
+	_txt="through open-iscsi: $_nk registrations of key 0x84 (want 2);$_rs; its write $_w ($(tail -n 1 "$VMLAB_RESULTS/fence-dd.err")), its read $_r"
+	if [ "$_nk" = 2 ] && echo "$_res" | grep -q 'Key=0x84' && echo "$_res" | grep -qi 'write exclusive, registrants only' &&
+		[ "$_w" = refused ] && [ "$_r" = ok ]; then
+		result fenced PASS "$_txt"
+	else
+		result fenced FAIL "$_txt"
 	fi
 }
 
@@ -465,6 +518,7 @@ for c in $VMLAB_MP_CASES; do
 	echo "--- case $c ($(date +%T))"
 	case $c in
 	paths) case_paths ;;
+	fenced) case_fenced ;;
 	active-active) case_active_active ;;
 	tpg-disabled | silent | standby | unavailable | transitioning) run_fault "$c" "$c" ;;
 	non-optimized) case_non_optimized ;;
@@ -488,3 +542,14 @@ echo "multipath: $PASSED passed, failed:${FAILED:- none}"
 dmesg | grep -i -e 'I/O error' -e 'blk_update_request' -e 'Buffer I/O' | grep -i ublk | tail -n 5 || true
 step all-cases test -z "$FAILED"
 step detach ia detach "$name"
+# The detach released the reservation and unregistered both paths.
+fence_released() {
+	_d=$(kernel_disk "$pa") || { iscsi_logout_all; return 1; }
+	sg_persist --in -k "$_d" >"$VMLAB_RESULTS/keys-after.txt" 2>&1 || true
+	iscsi_logout_all >/dev/null 2>&1 || true
+	cat "$VMLAB_RESULTS/keys-after.txt"
+	grep -q 'NO registered reservation keys' "$VMLAB_RESULTS/keys-after.txt"
+}
+if [ "$VMLAB_MP_FENCE" = 1 ] && [ "$SOAK_N" = 0 ]; then
+	step fence-released fence_released
+fi

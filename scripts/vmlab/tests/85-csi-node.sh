@@ -62,6 +62,9 @@ mutual_secret_file = $d/mutual.secret
 POOL
 
 start_csi() { # start_csi [FLAG...]: the plugin, its log appended to csi.log
+	# A killed plugin leaves its socket: ready must wait for the new one's (which takes over
+	# dead daemons' volumes before it listens).
+	rm -f $sock
 	iser-attach --initiator-name $lab csi --endpoint unix://$sock --node-id vmlab --pool $d/pool.conf \
 		--state-dir $d/state "$@" >>"$VMLAB_RESULTS/csi.log" 2>&1 &
 	cpid=$!
