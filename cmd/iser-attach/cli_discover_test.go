@@ -49,6 +49,26 @@ func TestCLIDiscoverPortals(t *testing.T) {
 	fails(nil, "no portal")
 }
 
+// TestCLIDiscoverPortalGroupTag: discover takes host:port,TPGT as iscsiadm
+// prints it; a tag the target's answer contradicts is warned about (tgtd
+// lists its portal in group 1), one it agrees with is not.
+func TestCLIDiscoverPortalGroupTag(t *testing.T) {
+	srv := tgttest.Start(t, tgttest.Target{IQN: "iqn.2026-11.test:tag"})
+	for _, c := range []struct {
+		tag  string
+		warn bool
+	}{{"1", false}, {"7", true}} {
+		out, errs, err := run(t, nil, "discover", srv.Portal()+","+c.tag)
+		if err != nil || !strings.Contains(out, "iqn.2026-11.test:tag") {
+			t.Fatalf("discover %s,%s: %v\n%s%s", srv.Portal(), c.tag, err, out, errs)
+		}
+		warned := strings.Contains(errs, "WRN portal "+srv.Portal()+","+c.tag+": target iqn.2026-11.test:tag lists it in portal group 1")
+		if warned != c.warn {
+			t.Fatalf("discover %s,%s: warned %v, want %v:\n%s", srv.Portal(), c.tag, warned, c.warn, errs)
+		}
+	}
+}
+
 // TestCLIDiscoverCHAP: with credentials, discover works on a tgtd that does
 // not authenticate discovery and on one that does; without them the
 // latter refuses, and the refusal names the initiator.

@@ -20,7 +20,7 @@ func discoverCommand() *cli.Command {
 		Usage:     "list the targets a portal offers (SendTargets=All over iSCSI/TCP)",
 		ArgsUsage: "[PORTAL]",
 		Flags: append([]cli.Flag{
-			&cli.StringSliceFlag{Name: "portal", Usage: "discovery portal: host, host:port or [v6]:port, as PORTAL; repeat to discover on each"},
+			&cli.StringSliceFlag{Name: "portal", Usage: "discovery portal: host, host:port, [v6]:port or host:port,TPGT (checked against the answer), as PORTAL; repeat to discover on each"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "time allowed for each portal's discovery: connect, log in, SendTargets (seconds, or a Go duration: 15s)"},
 		}, authFlags()...),
@@ -44,7 +44,8 @@ func discoverCommand() *cli.Command {
 			defer cancel()
 			var found [][]discovery.Target
 			var errs []error
-			for _, addr := range portals {
+			for _, dp := range portals {
+				addr := dp.addr
 				pctx, pcancel := context.WithTimeout(ctx, c.Duration("timeout"))
 				targets, err := discovery.SendTargets(pctx, discovery.Config{
 					Portal: addr, InitiatorName: name, CHAP: creds, Logger: logger,
@@ -57,7 +58,10 @@ func discoverCommand() *cli.Command {
 					errs = append(errs, err)
 					continue
 				}
-				found = append(found, withDiscoveryPortal(targets, addr))
+				if msg := tagMismatch(targets, dp); msg != "" {
+					logger.Warn().Str("portal", addr).Int("tpgt", dp.tag).Msg(msg)
+				}
+				found = append(found, withDiscoveryPortal(targets, dp))
 			}
 			if len(errs) == len(portals) {
 				return errors.Join(errs...)

@@ -60,7 +60,7 @@ func volumeCommand() *cli.Command {
 func volumeAddFlags() []cli.Flag {
 	d := volume.DefaultConfig("")
 	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port or [v6]:port (repeatable, tried in order)"},
+		&cli.StringSliceFlag{Name: "portal", Usage: "target portal: host, host:port, [v6]:port, each optionally ,TPGT as iscsiadm prints it (checked at login); repeat for more portals: a path each (multipath), one portal = line each"},
 		&cli.StringFlag{Name: "target", Usage: "target IQN (or eui./naa. name)"},
 		&cli.UintFlag{Name: "lun", Usage: "logical unit number, 0 to 16383", DefaultText: "none in the file: attach picks the target's lowest-numbered disk"},
 		&cli.StringFlag{Name: "transport", Value: d.Transport, Usage: "auto, iser or tcp"},
