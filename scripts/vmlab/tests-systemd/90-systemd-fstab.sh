@@ -27,6 +27,10 @@
 #            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
 #            link and logged out; the file system on the LUN's backing file is clean and holds
 #            the file (e2fsck -fn, debugfs); vol2's backing file clean and holding its file
+#            vol3: a volume whose target the portal does not have (a login refused with
+#            status class 2, "target not found"): its unit fails once with exit status 3 and
+#            systemd does not start it again (RestartPreventExitStatus=3): NRestarts 0 at the
+#            check, well after RestartSec
 # Unit hooks: target-start, target-stop (vmlab-target.service), stop-begin (ExecStop= of
 # iser-attach@vol1, before its SIGTERM), stopped (its ExecStopPost=).
 set -eu
@@ -40,6 +44,8 @@ LATE_MNT=/mnt/vol2
 LATE_PORT=3261
 LATE_DELAY=60
 late_iqn() { echo "$VMLAB_IQN-late"; }
+# The volume whose login the target refuses for good: no such target on the portal.
+REFUSED=vol3
 
 # journal_priorities: vol1's info line "attached" is in its journal but not at -p warning; vol2's
 # JSON lines at -p warning (its failed logins while the target was down) exist and are all
@@ -156,7 +162,16 @@ setup)
 		transport = iser
 		frontend = ublk
 	EOF
-	step enable-volume systemctl enable iser-attach@$NAME.service iser-attach@$LATE.service
+	cat >/etc/iser-attach/volumes/$REFUSED.conf <<-EOF
+		# vmlab: a target the portal does not have: the login is refused (class 2), for good
+		portal = $VMLAB_ADDR:3260
+		target = $VMLAB_IQN-absent
+		lun = 0
+		transport = iser
+		frontend = ublk
+	EOF
+	step enable-volume systemctl enable iser-attach@$NAME.service iser-attach@$LATE.service \
+		iser-attach@$REFUSED.service
 	step volume-enabled systemctl -q is-enabled iser-attach@$NAME.service
 	step fstab-add /usr/sbin/iser-fstab add $NAME $MNT ext4
 	step fstab-line grep -qx "/dev/iser/$NAME $MNT ext4 defaults,_netdev,nofail,x-systemd.requires=iser-attach@$NAME.service 0 0" /etc/fstab
@@ -369,6 +384,16 @@ check)
 	step late-data sh -c "test \"\$(sha256sum <$LATE_MNT/vmlab-late | cut -d' ' -f1)\" = \"\$(cat /mnt/out/late.sha256)\""
 	step late-write sh -c "head -c 1M /dev/urandom >$LATE_MNT/vmlab-data2 && sync -f $LATE_MNT/vmlab-data2"
 	sha256sum <$LATE_MNT/vmlab-data2 | cut -d' ' -f1 >/mnt/out/data2.sha256
+
+	# vol3: refused for good at its first login: failed with exit status 3, never restarted
+	# (RestartPreventExitStatus=3), though its first start was minutes ago (RestartSec=2).
+	refused=iser-attach@$REFUSED.service
+	wait_for 60 sh -c "test \"\$(systemctl show -p ActiveState --value $refused)\" = failed" || true
+	echo "$refused: $(systemctl show -p ActiveState,Result,ExecMainStatus,NRestarts $refused | tr '\n' ' ')"
+	journalctl -b -u $refused -o cat | grep '"level":"error"' | tail -n 2 || true
+	step refused-failed test "$(systemctl show -p ActiveState --value $refused)" = failed
+	step refused-status-3 test "$(systemctl show -p ExecMainStatus --value $refused)" = 3
+	step refused-not-restarted test "$(systemctl show -p NRestarts --value $refused)" = 0
 
 	# journald: the daemon's lines carry their priority (JOURNAL_STREAM), so -p warning shows
 	# vol1's "attached" (info) not, and vol2's failed logins (warnings, errors) only.
