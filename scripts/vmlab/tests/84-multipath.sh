@@ -29,6 +29,9 @@
 #   all-down-long   both addresses removed 20 s: a write fails with EIO after 8-16 s (no hang);
 #                   after they are back the volume is attached again and data verifies
 #                   (VMLAB_MP_ALLDOWN=tpg: both TPGs disabled instead, 5 s and 20 s; see below)
+#   nbd             the volume detached and attached again with --frontend nbd (kernel NBD, the
+#                   same two paths, fenced alike): its busiest path's TPG disabled 4 s, as
+#                   tpg-disabled (its line: nbd-tpg-disabled)
 #
 # "worst completion" is fio's largest completion latency in the case (the failover time an
 # application sees); "stall" is the longest time the device completed nothing. Every fio run
@@ -50,7 +53,7 @@ pb=$MP_ADDR_B:3260
 name=mp
 : "${VMLAB_MP_SHARE_MIN:=25}" "${VMLAB_MP_PREF_MIN:=90}" "${VMLAB_MP_RESET_MAX:=1.5}" "${VMLAB_MP_SILENT_MAX:=6}"
 : "${VMLAB_MP_ALUA_MAX:=2}" "${VMLAB_MP_FAILBACK_MAX:=10}"
-: "${VMLAB_MP_CASES:=paths fenced active-active tpg-disabled silent standby unavailable transitioning non-optimized all-down-short all-down-long}"
+: "${VMLAB_MP_CASES:=paths fenced active-active tpg-disabled silent standby unavailable transitioning non-optimized all-down-short all-down-long nbd}"
 ia() { iser-attach --initiator-name iqn.2026-11.io.iser-attach:lab --log-level info --log-format json "$@"; }
 SAMPLER_PID=
 cleanup() {
@@ -63,12 +66,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-# VMLAB_MP_AUTH=mutual: both TPGs ask for mutual CHAP, as in the lab the issue measured; the
-# kernel's check logs in with it, and so does every path's login and every recovery login of
-# iser-attach. Not the default yet: in its first run (6.12, 2026-11-28) every case up to
-# non-optimized passed, then all-down-short hung LIO, with TPGs disabled; that hang later came
-# without CHAP too (VMLAB_MP_ALLDOWN, below).
-: "${VMLAB_MP_AUTH:=none}"
+# VMLAB_MP_AUTH=mutual (the default): both TPGs ask for mutual CHAP, as in the lab the issue
+# measured; the kernel's check logs in with it, and so does every path's login and every
+# recovery login of iser-attach. VMLAB_MP_AUTH=none: no CHAP. (The LIO hang once blamed on
+# CHAP came without it too, from disabling both TPGs: VMLAB_MP_ALLDOWN, below.)
+: "${VMLAB_MP_AUTH:=mutual}"
 auth_args=
 if [ "$VMLAB_MP_AUTH" = mutual ]; then
 	export LIO_CHAP_USER=mpuser LIO_CHAP_PASS=mp-secret-12345 LIO_CHAP_MUTUAL_USER=mptarget LIO_CHAP_MUTUAL_PASS=mp-target-54321
@@ -84,6 +86,7 @@ echo 7 >/proc/sys/kernel/printk 2>/dev/null || true
 step binaries test -x "$VMLAB_BIN/iser-attach"
 step addresses mp_addrs_up
 step ublk-load ublk_load
+step nbd-load nbd_load
 step lio-mp-target lio_mp_target "$iqn" file:128
 step kernel-alua-check mp_kernel_check "$iqn"
 # The no-path timeout (VMLAB_MP_NO_PATH_TIMEOUT, 10 s): --no-path-timeout where attach has it, else
@@ -98,9 +101,13 @@ fi
 : "${VMLAB_MP_FENCE:=1}"
 fence_args=
 [ "$VMLAB_MP_FENCE" = 1 ] && fence_args="--reservation-key 84"
-# shellcheck disable=SC2086 # $npt, $auth_args, $fence_args: flags and their values
-step attach ia attach --daemon --frontend ublk --transport iser --portal "$pa" --portal "$pb" \
-	--target "$iqn" --lun 0 --name "$name" $npt $auth_args $fence_args >"$VMLAB_RESULTS/dev"
+# attach_mp FRONTEND: the two-path volume, as FRONTEND; prints its device.
+attach_mp() {
+	# shellcheck disable=SC2086 # $npt, $auth_args, $fence_args: flags and their values
+	ia attach --daemon --frontend "$1" --transport iser --portal "$pa" --portal "$pb" \
+		--target "$iqn" --lun 0 --name "$name" $npt $auth_args $fence_args
+}
+step attach attach_mp ublk >"$VMLAB_RESULTS/dev"
 dev=$(cat "$VMLAB_RESULTS/dev")
 disk=${dev#/dev/}
 echo "attached $name: $dev"
@@ -462,6 +469,32 @@ case_all_down_long() {
 	fi
 }
 
+# The same two paths through kernel NBD: detached (ublk) and attached again with --frontend
+# nbd, then a reset path under fio verify, as tpg-disabled.
+case_nbd() {
+	restore || {
+		result nbd FAIL "(the volume did not come back before the case)"
+		return 0
+	}
+	ia detach "$name" >"$VMLAB_RESULTS/nbd-detach.out" 2>&1 || {
+		result nbd FAIL "(the ublk volume's detach failed: $(tail -n 1 "$VMLAB_RESULTS/nbd-detach.out"))"
+		return 0
+	}
+	attach_mp nbd >"$VMLAB_RESULTS/dev-nbd" 2>"$VMLAB_RESULTS/attach-nbd.err" || {
+		result nbd FAIL "(attach --frontend nbd: $(tail -n 1 "$VMLAB_RESULTS/attach-nbd.err"))"
+		return 0
+	}
+	dev=$(cat "$VMLAB_RESULTS/dev-nbd")
+	disk=${dev#/dev/}
+	echo "attached $name again: $dev"
+	case $dev in /dev/nbd[0-9]*) ;; *)
+		result nbd FAIL "(attach --frontend nbd gave '$dev')"
+		return 0
+		;;
+	esac
+	run_fault tpg-disabled nbd-tpg-disabled
+}
+
 # The soak's order: N fault kinds, the five shuffled block by block (every kind once per five
 # faults), from a seed that repeats it.
 SOAK_N=${VMLAB_MP_SOAK_FAULTS:-0}
@@ -524,6 +557,7 @@ for c in $VMLAB_MP_CASES; do
 	non-optimized) case_non_optimized ;;
 	all-down-short) case_all_down_short ;;
 	all-down-long) case_all_down_long ;;
+	nbd) case_nbd ;;
 	*) result "$c" FAIL "(no such case)" ;;
 	esac
 	# A daemon that died ends the test: every later case would only repeat it.
