@@ -13,10 +13,12 @@
 # calls NodeExpandVolume: on Linux >= 6.16 the device and the filesystem grow; before, it is
 # FAILED_PRECONDITION naming UBLK_F_UPDATE_SIZE. The file is intact either way. TestLabFence:
 # a second node plugin's read-write stage of a volume the first holds is FAILED_PRECONDITION
-# naming the first's initiator, and works once the first unstaged. Then the plugin
-# is killed (SIGKILL) with a volume staged and published, its attach daemon too; a new plugin
-# attaches the volume again, taking the ublk device over, and the file system on it reads and
-# writes; then it unpublishes and unstages it (TestLabRestart). Last, the kubelet order again with --frontend nbd (kernel NBD).
+# naming the first's initiator, and works once the first unstaged. Then, with a volume staged
+# and published and fio writing to it under crc32c verify, the plugin restarts twice: a SIGTERM
+# (its attach daemon lives on), then a SIGKILL of the plugin and of the daemon: the new plugin
+# attaches the volume again, taking the ublk device over; fio sees no error, and the file
+# system reads and writes; then it unpublishes and unstages it (TestLabRestart). Last, the
+# kubelet order again with --frontend nbd (kernel NBD).
 . "$VMLAB_LIB"
 set -eu
 
@@ -160,27 +162,41 @@ step csi-b-exit wait $bpid
 bpid=
 step fence-nothing-left settle
 
-# The plugin killed (SIGKILL) with a volume staged and published: a new one on the same state
-# directory knows it, and unpublishes and unstages it.
+# Two restarts of the plugin while a pod writes to a published ext4 volume, under fio crc32c
+# verify (random 4k-64k O_DIRECT writes at 1 MiB/s to a 16 MiB file on it, then all read back): a
+# SIGTERM (a DaemonSet rollout of the plugin process: its attach daemons live on), then a
+# SIGKILL of the plugin and of the volume's daemon (what a restart of the plugin's container
+# does to the daemons in its cgroup): the new plugin attaches the volume again before it
+# serves, taking the ublk device over (user recovery), and the I/O held meanwhile carries on.
+# fio sees no error; its worst completion is the pause the pod saw. Then the new plugin
+# unpublishes and unstages the volume (TestLabRestart).
 lab_restart() {
 	ISER_CSI_LAB_ENDPOINT=unix://$sock ISER_CSI_LAB_DIR=$d/paths ISER_CSI_LAB_PHASE=$1 \
 		"$VMLAB_BIN/csi.test" -test.run '^TestLabRestart$' -test.count=1 -test.v >>"$VMLAB_RESULTS/restart.txt" 2>&1
 }
 step restart-before lab_restart before
-kill -KILL $cpid
-wait $cpid || true
-step restart-device-kept sh -c "iser-attach list --json | jq -e 'length == 1 and .[0].state == \"attached\"' >/dev/null"
-# The daemon dies too (what a restart of the plugin's container does to the daemons in its
-# cgroup): the new plugin attaches the volume again before it serves, taking the ublk device
-# over (user recovery), and the file system mounted on it goes on.
-dpid=$(iser-attach list --json | jq -r '.[0].pid')
 dev=$(iser-attach list --json | jq -r '.[0].device')
-kill -KILL "$dpid"
-step daemon-gone sh -c "for _ in \$(seq 50); do kill -0 $dpid 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+FIO_FAULT_RATE=1m fio_fault_start csi-restart $d/paths/pod5/mount/fio.dat 0 16M 8501
+sleep 2
+kill -TERM $cpid
+step restart-sigterm-exit wait $cpid
+step restart-sigterm-device-kept sh -c "iser-attach list --json | jq -e 'length == 1 and .[0].state == \"attached\" and .[0].device == \"$dev\"' >/dev/null"
 start_csi
-step csi-ready-again ready
+step csi-ready-sigterm ready
+sleep 2
+dpid=$(iser-attach list --json | jq -r '.[0].pid')
+kill -KILL $cpid "$dpid"
+wait $cpid || true
+step daemon-gone sh -c "for _ in \$(seq 50); do kill -0 $dpid 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+t0=$(cut -d' ' -f1 /proc/uptime)
+start_csi
+step csi-ready-sigkill ready
+echo "the new plugin served $(awk -v t0="$t0" '{ printf "%.1f", $1 - t0 }' /proc/uptime) s after the SIGKILL"
 step restart-recovered sh -c "iser-attach list --json | jq -e 'length == 1 and .[0].state == \"attached\" and .[0].device == \"$dev\"' >/dev/null"
 grep 'recover:' "$VMLAB_RESULTS/csi.log" || true
+step restart-fio-verified fio_fault_wait csi-restart
+echo "restarts under fio: worst completion (the pod's pause) $(sed -n '/^{/,$p' "$VMLAB_RESULTS/fio-csi-restart.json" |
+	jq -r '[.jobs[0].write.clat_ns.max, .jobs[0].read.clat_ns.max] | max / 1e9 | . * 100 | floor / 100') s"
 step restart-after lab_restart after
 step restart-nothing-left settle
 
