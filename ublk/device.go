@@ -57,8 +57,12 @@ func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) 
 	if err != nil {
 		return nil, err
 	}
-	// Online resize where the driver has it (Linux >= 6.16).
+	// Online resize where the driver has it (Linux >= 6.16); batch I/O
+	// (Linux >= 7.0) unless told not to.
 	g.flags |= features & FlagUpdateSize
+	if !opt.NoBatch {
+		g.flags |= features & FlagBatchIO
+	}
 	info := DevInfo{
 		NrHWQueues:    uint16(g.queues),
 		QueueDepth:    uint16(g.depth),
@@ -293,6 +297,7 @@ func (d *Device) attach(ctx context.Context) error {
 			return err
 		}
 		q.ctx, q.st, q.maxXfer, q.readOnly = d.ctx, &d.st, maxXfer, d.readOnly
+		q.batch = d.info.Flags&FlagBatchIO != 0
 		d.queues = append(d.queues, q)
 		go q.run()
 		select {

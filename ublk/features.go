@@ -38,7 +38,7 @@ var KnownFeatures = []Feature{
 	{FlagQuiesce, "UBLK_F_QUIESCE", "not used: takeover waits for the old server's exit", "-"},
 	{FlagPerIODaemon, "UBLK_F_PER_IO_DAEMON", "not used: one thread serves a queue", "-"},
 	{FlagBufRegOffDaemon, "UBLK_F_BUF_REG_OFF_DAEMON", "not used (no buffer registration)", "-"},
-	{FlagBatchIO, "UBLK_F_BATCH_IO", "not used: one FETCH/COMMIT per request", "-"},
+	{FlagBatchIO, "UBLK_F_BATCH_IO", "used: a queue's tags come in multishot FETCH_IO_CMDS and leave in one COMMIT_IO_CMDS per pass", "one FETCH_REQ and COMMIT_AND_FETCH_REQ per request"},
 	{FlagIntegrity, "UBLK_F_INTEGRITY", "not used: no protection information", "-"},
 	{FlagSafeStopDev, "UBLK_F_SAFE_STOP_DEV", "used: detach stops only an unopened device (TRY_STOP_DEV)", "detach relies on its own check for users"},
 	{FlagNoAutoPartScan, "UBLK_F_NO_AUTO_PART_SCAN", "not used: the kernel scans partitions", "-"},

@@ -74,7 +74,21 @@ func createLab(t *testing.T, b Backend, opt DeviceOptions) *Device {
 
 func TestLabDevice(t *testing.T) {
 	labSetup(t)
-	labDevice(t, func(m *memBackend) Backend { return m })
+	labDevice(t, DeviceOptions{}, func(m *memBackend) Backend { return m })
+}
+
+// The per-request protocol (FETCH_REQ, COMMIT_AND_FETCH_REQ) where the
+// kernel offers UBLK_F_BATCH_IO, which the other lab tests then use.
+func TestLabDevicePerRequest(t *testing.T) {
+	labSetup(t)
+	if Probe(context.Background()).Features&FlagBatchIO == 0 {
+		t.Skip("no UBLK_F_BATCH_IO: every lab test serves one request per command")
+	}
+	labDevice(t, DeviceOptions{NoBatch: true}, func(m *memBackend) Backend {
+		a := newAsyncMem(m)
+		t.Cleanup(a.close)
+		return a
+	})
 }
 
 // The same through the asynchronous path (blockdev.Async), which an
@@ -82,18 +96,28 @@ func TestLabDevice(t *testing.T) {
 // end on the backend's completion goroutine.
 func TestLabDeviceAsync(t *testing.T) {
 	labSetup(t)
-	labDevice(t, func(m *memBackend) Backend {
+	labDevice(t, DeviceOptions{}, func(m *memBackend) Backend {
 		a := newAsyncMem(m)
 		t.Cleanup(a.close)
 		return a
 	})
 }
 
-func labDevice(t *testing.T, wrap func(*memBackend) Backend) {
+// labDevice serves a 128 MiB memory disk on two queues and puts it through
+// dd, a filesystem, flushes, FUA, discard and write-zeroes. opt adds to the
+// device's options. Batch I/O is used exactly where the kernel offers it
+// and opt does not turn it off.
+func labDevice(t *testing.T, opt DeviceOptions, wrap func(*memBackend) Backend) {
 	const size = 128 << 20
 	m := newMemBackend(size, 512)
-	d := createLab(t, wrap(m), DeviceOptions{Queues: 2, QueueDepth: 32, WriteCache: true, FUA: true})
+	opt.Queues, opt.QueueDepth, opt.WriteCache, opt.FUA = 2, 32, true, true
+	d := createLab(t, wrap(m), opt)
 	defer d.Close()
+	offered, used := d.Features()&FlagBatchIO != 0, d.Info().Flags&FlagBatchIO != 0
+	t.Logf("UBLK_F_BATCH_IO offered %v, used %v", offered, used)
+	if used != (offered && !opt.NoBatch) {
+		t.Fatalf("UBLK_F_BATCH_IO offered %v, NoBatch %v: the device uses it: %v", offered, opt.NoBatch, used)
+	}
 	dev := d.BlockPath()
 	tmp := t.TempDir()
 

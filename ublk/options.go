@@ -65,6 +65,12 @@ type DeviceOptions struct {
 	DiscardGranularity    uint32
 	MaxDiscardSegments    uint16
 
+	// NoBatch serves the device with one FETCH_REQ / COMMIT_AND_FETCH_REQ
+	// per request even where the kernel offers UBLK_F_BATCH_IO (Linux >=
+	// 7.0), which Create otherwise asks for. A device keeps the protocol it
+	// was created with: Recover follows the device's flags.
+	NoBatch bool
+
 	// NoRecovery creates the device without UBLK_F_USER_RECOVERY: when the
 	// serving process dies the driver removes the disk and fails its I/O,
 	// instead of holding the I/O until Recover.

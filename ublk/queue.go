@@ -52,9 +52,13 @@ type queue struct {
 	// never reaching the backend (the block layer lets some through to a
 	// read-only disk).
 	readOnly bool
-	bufs     *ioBuffers
-	descs    []byte // the driver's descriptor array, mapped read-only
-	efd      int
+	// batch: the device has UBLK_F_BATCH_IO: tags come and go through the
+	// batch commands (batch.go), not one FETCH/COMMIT per request.
+	batch bool
+	bt    batchState
+	bufs  *ioBuffers
+	descs []byte // the driver's descriptor array, mapped read-only
+	efd   int
 	// reqLen and reqWrite describe the read or write each tag started
 	// (written by the loop before the start, read by IODone).
 	reqLen   []int32
@@ -225,21 +229,34 @@ func (q *queue) run() {
 		return
 	}
 	defer r.close()
+	defer q.bt.free(r) // before the ring closes: the buffer group is its
 	var raw rawwait.Slot
 	defer rawwait.Process.Give(&raw)
 	defer q.reap.letGo() // before the ring closes: Release stops revoked calls
 
-	for tag := 0; tag < q.depth; tag++ {
-		q.prepCmd(r, uIOFetchReq, tag, 0)
+	if q.batch {
+		if err := q.batchSetup(r); err != nil {
+			q.ready <- fmt.Errorf("ublk queue %d: %w", q.id, err)
+			return
+		}
+	} else {
+		for tag := 0; tag < q.depth; tag++ {
+			q.prepCmd(r, uIOFetchReq, tag, 0)
+		}
 	}
 	prepPollAdd(r.sqe(), q.efd, pollTag)
 	if err := r.enter(0, 0); err != nil {
-		q.ready <- fmt.Errorf("ublk queue %d FETCH_REQ: %w", q.id, err)
+		q.ready <- fmt.Errorf("ublk queue %d FETCH: %w", q.id, err)
 		return
 	}
-	// A FETCH the driver refuses completes at once.
-	if e, ok := r.peek(); ok && e.UserData != pollTag && e.Res < 0 {
-		q.ready <- fmt.Errorf("ublk queue %d FETCH_REQ tag %d: %w", q.id, e.UserData, syscall.Errno(-e.Res))
+	// A FETCH the driver refuses completes at once (a batch FETCH without
+	// IORING_CQE_F_MORE); the loop takes whatever else came.
+	if e, ok := r.peek(); ok && e.UserData != pollTag && e.Res < 0 && (!q.batch || e.Flags&cqeFMore == 0) {
+		what := fmt.Sprintf("FETCH_REQ tag %d", e.UserData)
+		if q.batch {
+			what = "FETCH_IO_CMDS"
+		}
+		q.ready <- fmt.Errorf("ublk queue %d %s: %w", q.id, what, syscall.Errno(-e.Res))
 		return
 	}
 	q.ready <- nil
@@ -263,6 +280,9 @@ func (q *queue) run() {
 			rawwait.Process.Give(&raw)
 		}
 		r.rawWait = raw.Held()
+		if q.batch {
+			q.flushCommits(r, &s)
+		}
 		if s.ended(now) {
 			return // the deferred ring close runs on this thread
 		}
@@ -314,7 +334,13 @@ func (q *queue) run() {
 				}
 				q.reapNow(r, &s)
 				continue
-			case removeTag:
+			case removeTag, prepTag:
+				continue
+			case fetchTag:
+				q.onFetch(r, e, &s)
+				continue
+			case commitTag:
+				q.onCommit(e)
 				continue
 			}
 			s.outstanding--
@@ -370,6 +396,10 @@ func (q *queue) commitDone(r *ring, s *drainState) {
 	q.done = q.spare[:0]
 	q.mu.Unlock()
 	q.spare = done
+	if q.batch {
+		q.commitBatch(done, s)
+		return
+	}
 	for _, c := range done {
 		s.inflight--
 		if q.quit.Load() {

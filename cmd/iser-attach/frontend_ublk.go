@@ -57,6 +57,10 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 		// Read-only: UBLK_ATTR_READ_ONLY, and the queues end writes,
 		// discards and write-zeroes with EROFS.
 		ReadOnly: info.WriteProtected || sp.ReadOnly,
+		// Batch I/O where the kernel has it (Linux >= 7.0);
+		// ISER_ATTACH_UBLK_BATCH=0 serves one request per command, to
+		// compare the two.
+		NoBatch: os.Getenv("ISER_ATTACH_UBLK_BATCH") == "0",
 	}
 	if info.Unmap && !opt.ReadOnly {
 		if n := uint64(info.Limits.MaxUnmapLBACount) * bs / 512; n > 0 && n < 1<<32 {
