@@ -111,6 +111,18 @@ for _ in $(seq 50); do [ -S "$T/nbd.sock" ] && break; sleep 0.1; done
 lib 'VMLAB_WORKLOADS=4k-randread-qd8-2jobs:randread:4k:8:2 fio_baseline "$1" nbd-ini' "nbd+unix:///?socket=$T/nbd.sock" >"$T/out" 2>&1
 check "fio_baseline on nbd, 2 jobs: exit 0: $(cat "$T/out")" test $? = 0
 check "nbd 2-job row" test "$(rows '.[] | select(.initiator == "nbd-ini") | .jobs == 2 and .iops > 0')" = true
+# System calls per I/O: strace -f -c on the server (qemu-nbd) while fio reads through it.
+lib 'VMLAB_SYSCALL_WORKLOADS="4k-randread-qd1:randread:4k:1 4k-randread-qd8:randread:4k:8" VMLAB_SYSCALL_SECONDS=1 \
+	syscall_rows "$1" sys-ini "$2"' "nbd+unix:///?socket=$T/nbd.sock" "$QPID" >"$T/out" 2>&1
+check "syscall_rows on qemu-nbd: exit 0: $(cat "$T/out")" test $? = 0
+check "two syscalls rows, each with I/Os and at least one call per I/O (a read from the socket)" \
+	test "$(rows '[.[] | select(.kind == "syscalls" and .initiator == "sys-ini") | .ios > 0 and .syscalls_per_io >= 1 and .io_uring_enter >= 0] | map(tostring) | join(",")')" = true,true
+check "syscalls_per_io is syscalls over ios" test "$(rows '[.[] | select(.kind == "syscalls") | ((.syscalls / .ios - .syscalls_per_io) | fabs) < 0.01] | all')" = true
+printf '%s\n' '% time     seconds  usecs/call     calls    errors syscall' '------ ----------- ----------- --------- --------- ----------------' \
+	' 61.05    0.141591          17      8265           io_uring_enter' ' 20.40    0.047313          12      3895       123 futex' \
+	'------ ----------- ----------- --------- --------- ----------------' '100.00    0.231932          19     12160       123 total' >"$T/strace.txt"
+check "strace_calls: io_uring_enter, futex (with errors), total, absent" \
+	test "$(lib 'echo $(strace_calls "$1" io_uring_enter) $(strace_calls "$1" futex) $(strace_calls "$1" total) $(strace_calls "$1" read)' "$T/strace.txt")" = "8265 3895 12160 0"
 kill "$QPID"
 QPID=
 
@@ -142,5 +154,7 @@ check "table: the QD1 latency section" \
 check "table: the memory section" \
 	test "$(sed -n '/^daemons after their runs/,$p' "$T/table" | awk '$1 == "mem-ini" { print $2, ($7 > 1) }')" = "128 1"
 check "table: memory rows stay out of the workload table" not grep -q '^daemon-memory' "$T/table"
+check "table: the system-calls section, its rows out of the workload table" \
+	test "$(sed -n '/^system calls of the daemon per I\/O/,$p' "$T/table" | awk '$2 == "sys-ini" { n++ } END { print n + 0 }'):$(sed -n '1,/^system calls/p' "$T/table" | grep -c ' sys-ini ')" = 2:0
 
 report bench-test

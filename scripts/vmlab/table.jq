@@ -9,6 +9,8 @@
 # 2. for each QD1 workload (name ending in "qd1"): every initiator's mean latency and its ratio
 #    to kernel-iser's (lower is better).
 # 3. the daemons after their runs (rows of kind "memory"): memory in KiB, CPU share when idle.
+# 4. system calls per I/O (rows of kind "syscalls"): io_uring_enter and all calls of the
+#    daemon, counted by strace over a fio run.
 def pad($n): tostring | if length >= $n then . else . + (" " * ($n - length)) end;
 def lpad($n): tostring | if length >= $n then . else (" " * ($n - length)) + . end;
 def firsts: reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end);
@@ -19,8 +21,9 @@ def row($w): map(select(.workload == $w));
 # line(CELLS; WIDTHS): the cells padded to their widths (negative: left-aligned), space-separated.
 def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widths[$k] < 0 then pad(-$widths[$k]) else lpad($widths[$k]) end] | join(" ") | sub(" +$"; "");
 [-22, -22, 8, 7, 8, 8, 9, 9, 6, 8] as $wd
-| [.[] | select(.kind != "memory")] as $rows
+| [.[] | select(.kind != "memory" and .kind != "syscalls")] as $rows
 | [.[] | select(.kind == "memory")] as $mem
+| [.[] | select(.kind == "syscalls")] as $sys
 | ([$rows[] | .workload] | firsts) as $wls
 | ([$rows[] | .initiator] | firsts) as $inis
 | line(["workload", "initiator", "IOPS", "MB/s", "lat_us", "p99_us", "cpu_us/io", "sys_us/io", "busy%", "vs_kiser"]; $wd),
@@ -45,4 +48,8 @@ def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widt
    | "", "daemons after their runs: memory in KiB (VmPin: pinned, RDMA-registered), CPU share when idle",
      line(["initiator", "queue_depth", "VmLck", "VmPin", "VmRSS", "VmHWM", "idle_cpu%"]; [-22, 11, 8, 8, 8, 8, 9]),
      ($mem[] | line([.initiator, (.queue_depth // "-"), (.locked_kib // "-"), (.pinned_kib // "-"),
-                     (.rss_kib // "-"), (.hwm_kib // "-"), (.idle_cpu_pct | num)]; [-22, 11, 8, 8, 8, 8, 9])))
+                     (.rss_kib // "-"), (.hwm_kib // "-"), (.idle_cpu_pct | num)]; [-22, 11, 8, 8, 8, 8, 9]))),
+  (select($sys | length > 0)
+   | "", "system calls of the daemon per I/O, counted by strace (which slows it: the counts are the figure)",
+     line(["workload", "initiator", "ios", "enter/io", "calls/io"]; [-22, -30, 8, 9, 9]),
+     ($sys[] | line([.workload, .initiator, .ios, (.enter_per_io | tostring), (.syscalls_per_io | tostring)]; [-22, -30, 8, 9, 9])))

@@ -597,6 +597,51 @@ EOF
 	return $_fb_rc
 }
 
+# strace_calls FILE SYSCALL: the calls column of strace -c's summary FILE for SYSCALL ("total":
+# every call), 0 when it is not there.
+strace_calls() {
+	awk -v s="$2" '$NF == s && $4 ~ /^[0-9]+$/ { print $4; found = 1; exit } END { if (!found) print 0 }' "$1"
+}
+
+# The workloads syscall_rows counts system calls in: name:rw:bs:qd, SECONDS each.
+: "${VMLAB_SYSCALL_WORKLOADS:=4k-randread-qd1:randread:4k:1 4k-randread-qd32:randread:4k:32}"
+: "${VMLAB_SYSCALL_SECONDS:=3}"
+
+# syscall_rows DEV INITIATOR PID: for each VMLAB_SYSCALL_WORKLOADS workload, fio on DEV while
+# strace -f -c counts the system calls of process PID (every thread; the iser-attach daemon
+# serving DEV): a row of kind "syscalls" with fio's I/Os, the io_uring_enter calls and all
+# calls, and each per I/O. strace stops the daemon at every call, so it serves slower than
+# without: the counts per I/O are the figure, not the IOPS. fio's ramp second is counted by
+# strace and not by fio, so the counts per I/O come out a little high.
+syscall_rows() {
+	_sr_dev=$1 _sr_ini=$2 _sr_pid=$3 _sr_dir=${VMLAB_RESULTS:-/tmp}
+	for _sr_w in $VMLAB_SYSCALL_WORKLOADS; do
+		_sr_wn=${_sr_w%%:*} _sr_x=${_sr_w#*:}
+		_sr_rw=${_sr_x%%:*} _sr_x=${_sr_x#*:}
+		_sr_bs=${_sr_x%%:*} _sr_qd=${_sr_x#*:}
+		_sr_st=$_sr_dir/strace-$_sr_ini-$_sr_wn.txt _sr_js=$_sr_dir/fio-syscalls-$_sr_ini-$_sr_wn.json
+		strace -f -c -q -o "$_sr_st" -p "$_sr_pid" 2>"$_sr_st.err" &
+		_sr_sp=$!
+		sleep 1 # strace attaches to every thread
+		if ! fio_run "$_sr_dev" "$_sr_js" "$_sr_rw" "$_sr_bs" "$_sr_qd" "$VMLAB_SYSCALL_SECONDS" 1; then
+			kill -INT "$_sr_sp" 2>/dev/null
+			wait "$_sr_sp" 2>/dev/null
+			return 1
+		fi
+		kill -INT "$_sr_sp" 2>/dev/null
+		wait "$_sr_sp" 2>/dev/null
+		_sr_ios=$(fio_json "$_sr_js" | jq '.jobs[0] | .read.total_ios + .write.total_ios')
+		_sr_ent=$(strace_calls "$_sr_st" io_uring_enter) _sr_all=$(strace_calls "$_sr_st" total)
+		[ "${_sr_ios:-0}" -gt 0 ] && [ "$_sr_all" -gt 0 ] || {
+			echo "syscall_rows: $_sr_wn: ${_sr_ios:-no} I/Os, $_sr_all calls ($(head -c 300 "$_sr_st.err"))" >&2
+			return 1
+		}
+		_bench_append "$(jq -nc --arg i "$_sr_ini" --arg w "$_sr_wn" --argjson n "$_sr_ios" --argjson e "$_sr_ent" \
+			--argjson a "$_sr_all" '{initiator: $i, workload: $w, kind: "syscalls", ios: $n, io_uring_enter: $e,
+			syscalls: $a, enter_per_io: ($e / $n * 100 | round / 100), syscalls_per_io: ($a / $n * 100 | round / 100)}')"
+	done
+}
+
 # jq: KEY=VALUE arguments ($ARGS.positional) as an object, numbers as numbers.
 _BENCH_KV='def kv: map(split("=") | {key: .[0], value: (.[1:] | join("=") | (tonumber? // .))}) | from_entries;'
 
