@@ -1,7 +1,8 @@
 // Package ublk serves a Backend (an iSCSI/iSER LUN) as a Linux block device
 // through ublk_drv: /dev/ublkbN is the disk, /dev/ublkcN the channel this
 // process serves it on. It speaks the ublk user ABI of
-// include/uapi/linux/ublk_cmd.h (Linux 6.12) over its own small io_uring
+// include/uapi/linux/ublk_cmd.h (Linux 6.12, and 7.x's batch I/O and
+// features) over its own small io_uring
 // (uring.go): pure Go, no cgo, ioctl-encoded commands (UBLK_U_CMD_*,
 // UBLK_U_IO_*) in IORING_OP_URING_CMD SQEs.
 //
@@ -38,6 +39,19 @@
 // calls the Backend on the tag's buffer. Its result comes back through a
 // locked list and an eventfd the ring polls (IORING_OP_POLL_ADD); the queue
 // goroutine then sends COMMIT_AND_FETCH_REQ with it.
+//
+// Batch I/O (UBLK_F_BATCH_IO, Linux >= 7.0; batch.go), which Create asks
+// for where the driver offers it (DeviceOptions.NoBatch: not): the tags come
+// and go through three per-queue commands instead. Once, before START_DEV
+// (or END_USER_RECOVERY), PREP_IO_CMDS hands the driver every tag with its
+// buffer. Two multishot FETCH_IO_CMDS are armed, fed by a provided-buffer
+// ring (pbuf.go): each completion is a buffer of up to 128 tags whose
+// descriptors and write data are in place, served as above. The results of
+// one pass of the loop leave in one COMMIT_IO_CMDS, each element carrying
+// its tag's buffer for the next request. The driver ends the waiting FETCH
+// with UBLK_IO_RES_ABORT when it cancels the queue (STOP_DEV): the loop
+// then knows it holds no tag. Recovery follows the device's flags: a device
+// keeps the protocol it was created with.
 //
 // Buffers: one per tag, MaxIOBytes long. The kernel copies write data into
 // it before the request is fetched and read data out of it on commit. A
