@@ -154,6 +154,11 @@ check "table: the QD1 latency section" \
 check "table: the memory section" \
 	test "$(sed -n '/^daemons after their runs/,$p' "$T/table" | awk '$1 == "mem-ini" { print $2, ($7 > 1) }')" = "128 1"
 check "table: memory rows stay out of the workload table" not grep -q '^daemon-memory' "$T/table"
+printf '%s\n' '{"initiator":"kernel-iser","workload":"w1","iops":100}' '{"initiator":"ua","workload":"w1","iops":50}' >"$T/run1.jsonl"
+printf '%s\n' '{"initiator":"kernel-iser","workload":"w1","iops":90}' '{"initiator":"ua","workload":"w1","iops":70}' >"$T/run2.jsonl"
+"$HERE/vmlab.sh" table "$T/run1.jsonl" "$T/run2.jsonl" >"$T/best" 2>&1
+check "vmlab.sh table of two runs: each row the best: $(cat "$T/best")" \
+	test "$(awk '$1 == "w1" { printf "%s %s %s;", $2, $3, $NF }' "$T/best")" = "kernel-iser 100 1.00x;ua 70 0.70x;"
 check "table: the system-calls section, its rows out of the workload table" \
 	test "$(sed -n '/^system calls of the daemon per I\/O/,$p' "$T/table" | awk '$2 == "sys-ini" { n++ } END { print n + 0 }'):$(sed -n '1,/^system calls/p' "$T/table" | grep -c ' sys-ini ')" = 2:0
 

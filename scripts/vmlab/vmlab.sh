@@ -9,7 +9,8 @@
 #   vmlab.sh bench             run scripts/vmlab/bench/NN-*.sh, print the table
 #   vmlab.sh run 'CMD'         run CMD (bash, lib.sh sourced) in the guest
 #   vmlab.sh shell             interactive shell on the guest console
-#   vmlab.sh table [FILE]      print the bench table of FILE (default: latest results)
+#   vmlab.sh table [FILE...]   print the bench table of FILE (default: latest results); of
+#                              several runs' files, each row the best of them (most IOPS)
 #
 # Environment (all ISER_VMLAB_* and VMLAB_* variables are passed into the guest as well):
 #   ISER_VMLAB_KERNEL    the guest kernel, a NAME of kernels.conf (6.12, the default; 7.2, or 7
@@ -233,9 +234,21 @@ console_tail() {
 		sed -e 's/\x1b[[?0-9;]*[a-zA-Z]//g; s/\x1bc//g' -e 's/^/  | /' >&2
 }
 
+# print_table FILE...: the table of one run's rows; of several runs', each workload's row per
+# initiator the one with the most IOPS (best of N), the other rows (memory, syscalls) of the
+# first run that has them.
 print_table() {
 	local f=$1
 	[ -s "$f" ] || die "step bench-table: no rows in $f"
+	if [ $# -gt 1 ] && command -v jq >/dev/null; then
+		for f in "$@"; do [ -s "$f" ] || die "step bench-table: no rows in $f"; done
+		echo "best of $# runs: $*"
+		jq -s 'group_by([.initiator, .workload, .kind // ""])
+			| map(if .[0].kind == null then (map(select(.error == null)) | max_by(.iops) // .[0]) else .[0] end)
+			| sort_by(.seq) | .[]' <(for f in "$@"; do jq -c --arg f "$f" '. + {seq: input_line_number}' "$f"; done) |
+			jq -r -s -f "$HERE/table.jq" || die "step bench-table: jq on $*"
+		return
+	fi
 	if command -v jq >/dev/null; then
 		jq -r -s -f "$HERE/table.jq" "$f" || die "step bench-table: jq on $f"
 	elif [ -f "$(dirname "$f")/table.txt" ]; then
@@ -312,7 +325,7 @@ shell)
 	boot shell
 	;;
 table)
-	print_table "${1:-$CACHE/results/latest/bench.jsonl}"
+	if [ $# -gt 0 ]; then print_table "$@"; else print_table "$CACHE/results/latest/bench.jsonl"; fi
 	;;
 -h | --help | help | "") usage ;;
 *)
