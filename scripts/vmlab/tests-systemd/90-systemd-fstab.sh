@@ -27,8 +27,10 @@
 #            the daemon got SIGTERM, the daemon exited 0 having removed the device and its
 #            link and logged out; the file system on the LUN's backing file is clean and holds
 #            the file (e2fsck -fn, debugfs); vol2's backing file clean and holding its file
-#            vol3: a volume whose target the portal does not have (a login refused with
-#            status class 2, "target not found"): its unit fails once with exit status 3 and
+#            vol3: a volume whose CHAP secret its target refuses (a third LIO target, port
+#            3262, asking for CHAP; a login refused with status class 2, authentication
+#            failure; LIO answers an unknown target with class 3, which is retried, so not
+#            that): its unit fails once with exit status 3 and
 #            systemd does not start it again (RestartPreventExitStatus=3): NRestarts 0 at the
 #            check, well after RestartSec
 # Unit hooks: target-start, target-stop (vmlab-target.service), stop-begin (ExecStop= of
@@ -44,8 +46,9 @@ LATE_MNT=/mnt/vol2
 LATE_PORT=3261
 LATE_DELAY=60
 late_iqn() { echo "$VMLAB_IQN-late"; }
-# The volume whose login the target refuses for good: no such target on the portal.
+# The volume whose login the target refuses for good: a wrong CHAP secret.
 REFUSED=vol3
+REFUSED_PORT=3262
 
 # journal_priorities: vol1's info line "attached" is in its journal but not at -p warning; vol2's
 # JSON lines at -p warning (its failed logins while the target was down) exist and are all
@@ -163,13 +166,17 @@ setup)
 		frontend = ublk
 	EOF
 	cat >/etc/iser-attach/volumes/$REFUSED.conf <<-EOF
-		# vmlab: a target the portal does not have: the login is refused (class 2), for good
-		portal = $VMLAB_ADDR:3260
-		target = $VMLAB_IQN-absent
+		# vmlab: a target that asks for CHAP, given the wrong secret: refused (class 2), for good
+		portal = $VMLAB_ADDR:$REFUSED_PORT
+		target = $VMLAB_IQN-chap
 		lun = 0
 		transport = iser
 		frontend = ublk
+		chap_user = vmlabuser
+		chap_secret_file = /etc/iser-attach/vol3.secret
 	EOF
+	printf 'not-the-secret-9' >/etc/iser-attach/vol3.secret
+	chmod 600 /etc/iser-attach/vol3.secret
 	step enable-volume systemctl enable iser-attach@$NAME.service iser-attach@$LATE.service \
 		iser-attach@$REFUSED.service
 	step volume-enabled systemctl -q is-enabled iser-attach@$NAME.service
@@ -239,6 +246,9 @@ target-start)
 	# until target-late adds it: logins to port $LATE_PORT are refused meanwhile.
 	step lio-target-late env LIO_PORT=$LATE_PORT LIO_FILE_DIR=/mnt/out/lun2 LIO_WCE=1 \
 		sh -c '. "$VMLAB_LIB"; lio_target "$0" file:64' "$(late_iqn)"
+	# vol3's target: CHAP, with a secret vol3.conf does not have.
+	step lio-target-chap env LIO_PORT=$REFUSED_PORT LIO_CHAP_USER=vmlabuser LIO_CHAP_PASS=the-right-secret-7 \
+		sh -c '. "$VMLAB_LIB"; lio_target "$0" rd:8' "$VMLAB_IQN-chap"
 	np=$LIO/iscsi/$(late_iqn)/tpgt_1/np/$VMLAB_ADDR:$LATE_PORT
 	step portal-late-removed sh -c "echo 0 >'$np/iser' && rmdir '$np'"
 	img2=$(ls /mnt/out/lun2/*.img)
