@@ -20,7 +20,7 @@ def ratio($a; $b): if $a != null and $b != null and $b > 0 then ($a / $b | fix2)
 def row($w): map(select(.workload == $w));
 # line(CELLS; WIDTHS): the cells padded to their widths (negative: left-aligned), space-separated.
 def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widths[$k] < 0 then pad(-$widths[$k]) else lpad($widths[$k]) end] | join(" ") | sub(" +$"; "");
-[-22, -22, 8, 7, 8, 8, 9, 9, 6, 8] as $wd
+[-22, -30, 8, 7, 8, 8, 9, 9, 6, 8] as $wd
 | [.[] | select(.kind != "memory" and .kind != "syscalls")] as $rows
 | [.[] | select(.kind == "memory")] as $mem
 | [.[] | select(.kind == "syscalls")] as $sys
@@ -33,7 +33,7 @@ def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widt
      ($inis[] as $i
       | ($rows | row($w) | map(select(.initiator == $i))) as $mine
       | (if ($mine | length) == 0 then [{initiator: $i}] else $mine end)[]
-      | if .error != null then line([$w, $i, "failed: \(.error)"]; [-22, -22, 0])
+      | if .error != null then line([$w, $i, "failed: \(.error)"]; [-22, -30, 0])
         else line([$w, $i, (.iops | num), (.mbps | num), (.lat_us | num), (.p99_us | num), (.cpu_us_per_io | num),
                    (.sys_us_per_io | num), (.sys_busy_pct | num),
                    if .initiator | startswith("floor-") then "floor" else ratio(.iops; $base.iops) end]; $wd)
@@ -43,12 +43,12 @@ def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widt
    | ($lr | map(select(.initiator == "kernel-iser")) | first // null) as $base
    | select($lr | length > 0)
    | "", "\($w): mean latency (lat_us), against kernel-iser (lower is better)",
-     ($lr[] | "  " + line([.initiator, (.lat_us | num), ratio(.lat_us; $base.lat_us)]; [-22, 8, 8]))),
+     ($lr[] | "  " + line([.initiator, (.lat_us | num), ratio(.lat_us; $base.lat_us)]; [-30, 8, 8]))),
   (select($mem | length > 0)
    | "", "daemons after their runs: memory in KiB (VmPin: pinned, RDMA-registered), CPU share when idle",
-     line(["initiator", "queue_depth", "VmLck", "VmPin", "VmRSS", "VmHWM", "idle_cpu%"]; [-22, 11, 8, 8, 8, 8, 9]),
+     line(["initiator", "queue_depth", "VmLck", "VmPin", "VmRSS", "VmHWM", "idle_cpu%"]; [-30, 11, 8, 8, 8, 8, 9]),
      ($mem[] | line([.initiator, (.queue_depth // "-"), (.locked_kib // "-"), (.pinned_kib // "-"),
-                     (.rss_kib // "-"), (.hwm_kib // "-"), (.idle_cpu_pct | num)]; [-22, 11, 8, 8, 8, 8, 9]))),
+                     (.rss_kib // "-"), (.hwm_kib // "-"), (.idle_cpu_pct | num)]; [-30, 11, 8, 8, 8, 8, 9]))),
   (select($sys | length > 0)
    | "", "system calls of the daemon per I/O, counted by strace (which slows it: the counts are the figure)",
      line(["workload", "initiator", "ios", "enter/io", "calls/io"]; [-22, -30, 8, 9, 9]),
