@@ -59,7 +59,8 @@ e2e: build build-nocgo test-bins deb
 # 20), ublk and NBD cycles (70, 71), recovery (73), the interop row of LIO over iSER with mutual
 # CHAP (79), SIGTERM takeover in 6 cycles (81), online resize (83-ublk-resize:
 # UBLK_F_UPDATE_SIZE); then quick figures: bench's kernel ib_iser, ublk and NBD over iSER, 2 s
-# per workload, three workloads (not the goals' measurement: make bench-vm VMLAB_KERNEL=7.2 is).
+# per workload, three workloads, with and without UBLK_F_BATCH_IO, and the daemon's system calls
+# per I/O at QD1 and QD32 (not the goals' measurement: make bench-vm VMLAB_KERNEL=7.2 is).
 # The soak (80) runs on 6.12 only: its daemon-term fault is 81's SIGTERM takeover.
 E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 81-* 83-ublk-resize.sh 85-csi-node.sh
 E2E7_WORKLOADS ?= 4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 \
@@ -67,7 +68,7 @@ E2E7_WORKLOADS ?= 4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k
 e2e-7: build build-nocgo test-bins
 	ISER_VMLAB_KERNEL=7 ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='$(E2E7_TESTS)' \
 		VMLAB_INTEROP_CELLS='LIO:iser:mutual:*' VMLAB_SIGTERM_CYCLES=6 scripts/vmlab/vmlab.sh e2e
-	ISER_VMLAB_KERNEL=7 ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='10-* 50-*' VMLAB_FIO_SECONDS=2 \
+	ISER_VMLAB_KERNEL=7 ISER_VMLAB_NOBUILD=1 ISER_VMLAB_TESTS='10-* 50-*' VMLAB_FIO_SECONDS=2 VMLAB_SYSCALL_SECONDS=2 \
 		VMLAB_WORKLOADS='$(E2E7_WORKLOADS)' scripts/vmlab/vmlab.sh bench
 
 # The VM lab's multipath test alone (tests/84-multipath.sh, about 4 min): one LUN behind two
