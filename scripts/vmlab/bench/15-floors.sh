@@ -21,13 +21,21 @@ fio_baseline /dev/nullb0 floor-null-blk || rc=1
 step null-blk-unload modprobe -r null_blk
 
 step ublk-load ublk_load
-img=/dev/shm/floor.img idf=/tmp/floor.id
-rm -f "$img" "$idf"
-ublkmem -async -backing "$img" -size 256M -depth 128 -id-file "$idf" >"$VMLAB_RESULTS/ublkmem.log" 2>&1 &
-pid=$!
-step ublkmem-ready wait_for 30 test -s "$idf"
-fio_baseline "/dev/ublkb$(cat "$idf")" floor-ublk-mem "" "$pid" || rc=1
-kill -TERM "$pid"
-step ublkmem-stop wait "$pid"
-rm -f "$img"
+# Where the kernel offers UBLK_F_BATCH_IO (which ublkmem then uses), the floor again without it.
+floors=floor-ublk-mem
+iser-attach version --verbose 2>/dev/null | grep -q 'UBLK_F_BATCH_IO  *yes' && floors="floor-ublk-mem floor-ublk-mem-nobatch"
+for fl in $floors; do
+	img=/dev/shm/floor.img idf=/tmp/floor.id
+	rm -f "$img" "$idf"
+	nb=
+	[ "$fl" = floor-ublk-mem-nobatch ] && nb=-no-batch
+	# shellcheck disable=SC2086 # $nb: a flag or nothing
+	ublkmem -async $nb -backing "$img" -size 256M -depth 128 -id-file "$idf" >"$VMLAB_RESULTS/ublkmem-$fl.log" 2>&1 &
+	pid=$!
+	step "ublkmem-ready-$fl" wait_for 30 test -s "$idf"
+	fio_baseline "/dev/ublkb$(cat "$idf")" "$fl" "" "$pid" || rc=1
+	kill -TERM "$pid"
+	step "ublkmem-stop-$fl" wait "$pid"
+	rm -f "$img"
+done
 exit $rc

@@ -44,6 +44,7 @@ func run() error {
 	depth := flag.Int("depth", 64, "queue depth")
 	writeCache := flag.Bool("write-cache", true, "announce a volatile write cache (FLUSH reaches fsync of the file)")
 	async := flag.Bool("async", false, "serve reads and writes on the queue loop (blockdev.Async)")
+	noBatch := flag.Bool("no-batch", false, "one FETCH/COMMIT per request even where the kernel offers UBLK_F_BATCH_IO")
 	flag.Parse()
 	if *backing == "" {
 		return fmt.Errorf("-backing is required")
@@ -62,7 +63,7 @@ func run() error {
 	if *async {
 		b = asyncDisk{disk}
 	}
-	opt := ublk.DeviceOptions{Queues: *queues, QueueDepth: *depth, WriteCache: *writeCache, FUA: *writeCache}
+	opt := ublk.DeviceOptions{Queues: *queues, QueueDepth: *depth, WriteCache: *writeCache, FUA: *writeCache, NoBatch: *noBatch}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var d *ublk.Device
 	if *recoverID >= 0 {
