@@ -28,6 +28,7 @@ type Device struct {
 	features uint64 // the driver's GET_FEATURES
 	char     *os.File
 	readOnly bool // UBLK_ATTR_READ_ONLY: the queues refuse writes
+	noDefer  bool // DeviceOptions.NoDeferTaskrun
 	queues   []*queue
 	st       stats
 	ctx      context.Context // backend calls; cancelled when shutdown gives up on them
@@ -81,6 +82,7 @@ func Create(ctx context.Context, b Backend, opt DeviceOptions) (*Device, error) 
 	d := newDevice(c, b, info)
 	d.features = features
 	d.readOnly = g.p.Attrs&attrReadOnly != 0
+	d.noDefer = opt.NoDeferTaskrun
 	fail := func(err error) (*Device, error) {
 		d.teardown(context.Background(), true)
 		return nil, fmt.Errorf("ublk create dev %d: %w", d.id, err)
@@ -174,6 +176,7 @@ func Recover(ctx context.Context, id int, b Backend, opt DeviceOptions) (*Device
 	d := newDevice(c, b, info)
 	d.features = features
 	d.readOnly = ro
+	d.noDefer = opt.NoDeferTaskrun
 	if err := d.attach(ctx); err != nil {
 		d.teardown(context.Background(), false)
 		return nil, fmt.Errorf("ublk recover dev %d: %w", id, err)
@@ -298,6 +301,7 @@ func (d *Device) attach(ctx context.Context) error {
 		}
 		q.ctx, q.st, q.maxXfer, q.readOnly = d.ctx, &d.st, maxXfer, d.readOnly
 		q.batch = d.info.Flags&FlagBatchIO != 0
+		q.noDefer = d.noDefer
 		d.queues = append(d.queues, q)
 		go q.run()
 		select {

@@ -71,6 +71,12 @@ type DeviceOptions struct {
 	// was created with: Recover follows the device's flags.
 	NoBatch bool
 
+	// NoDeferTaskrun sets up the queues' rings without
+	// IORING_SETUP_DEFER_TASKRUN, which they otherwise have where the
+	// kernel offers it (the driver's completion work for a queue then runs
+	// only when its loop waits for completions): to compare the two.
+	NoDeferTaskrun bool
+
 	// NoRecovery creates the device without UBLK_F_USER_RECOVERY: when the
 	// serving process dies the driver removes the disk and fails its I/O,
 	// instead of holding the I/O until Recover.

@@ -56,9 +56,11 @@ type queue struct {
 	// batch commands (batch.go), not one FETCH/COMMIT per request.
 	batch bool
 	bt    batchState
-	bufs  *ioBuffers
-	descs []byte // the driver's descriptor array, mapped read-only
-	efd   int
+	// noDefer: the ring without IORING_SETUP_DEFER_TASKRUN.
+	noDefer bool
+	bufs    *ioBuffers
+	descs   []byte // the driver's descriptor array, mapped read-only
+	efd     int
 	// reqLen and reqWrite describe the read or write each tag started
 	// (written by the loop before the start, read by IODone).
 	reqLen   []int32
@@ -223,7 +225,7 @@ func (q *queue) run() {
 
 	// depth commands, the eventfd poll, and the reaper's polls and
 	// removes fit (reap.go submits early should they not).
-	r, err := newRing(uint32(q.depth+4), false)
+	r, err := newRingFlags(uint32(q.depth+4), false, !q.noDefer)
 	if err != nil {
 		q.ready <- fmt.Errorf("ublk queue %d: %w", q.id, err)
 		return

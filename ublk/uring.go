@@ -22,8 +22,10 @@ const (
 	opPollRem  = 7
 	opURingCmd = 46
 
-	setupCoopTaskrun = 1 << 8
-	setupSQE128      = 1 << 10
+	setupCoopTaskrun  = 1 << 8
+	setupSQE128       = 1 << 10
+	setupSingleIssuer = 1 << 12
+	setupDeferTaskrun = 1 << 13
 
 	enterGetEvents = 1 << 0
 	enterExtArg    = 1 << 3
@@ -91,6 +93,7 @@ type cqe struct {
 // mutex.
 type ring struct {
 	fd       int
+	flags    uint32 // the IORING_SETUP_* flags it was set up with
 	sqeSize  int
 	features uint32
 	entries  uint32
@@ -123,6 +126,17 @@ var errRingFull = errors.New("io_uring: submission queue full")
 // newRing sets up an io_uring with at least entries SQEs; sqe128 selects
 // 128-byte SQEs (IORING_SETUP_SQE128, needed for ublk control commands).
 func newRing(entries uint32, sqe128 bool) (*ring, error) {
+	return newRingFlags(entries, sqe128, false)
+}
+
+// newRingFlags is newRing; deferred also asks for IORING_SETUP_SINGLE_ISSUER
+// and IORING_SETUP_DEFER_TASKRUN (Linux 6.1), where the kernel has them:
+// completion work queued for this task (ublk's dispatches and commits run
+// as task work) waits until the task itself waits for completions in
+// io_uring_enter, instead of interrupting it whenever it runs. Only for a
+// ring one thread alone submits to and waits on (a queue loop, locked to
+// its thread).
+func newRingFlags(entries uint32, sqe128, deferred bool) (*ring, error) {
 	if entries == 0 || entries > 32768 {
 		return nil, fmt.Errorf("io_uring_setup: %d entries: %w", entries, syscall.EINVAL)
 	}
@@ -130,6 +144,13 @@ func newRing(entries uint32, sqe128 bool) (*ring, error) {
 	flags := uint32(setupCoopTaskrun)
 	if sqe128 {
 		flags |= setupSQE128
+	}
+	if deferred {
+		p.Flags = flags | setupSingleIssuer | setupDeferTaskrun
+		if fd, err := uringSetup(entries, &p); err == nil {
+			return mapRing(fd, &p, sqe128)
+		}
+		p = uringParams{}
 	}
 	p.Flags = flags
 	fd, err := uringSetup(entries, &p)
@@ -142,11 +163,16 @@ func newRing(entries uint32, sqe128 bool) (*ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("io_uring_setup: %w", err)
 	}
-	r := &ring{fd: fd, features: p.Features, entries: p.SQEntries, sqeSize: 64, wait: &waitArgs{}}
+	return mapRing(fd, &p, sqe128)
+}
+
+// mapRing maps the rings of a set-up io_uring fd.
+func mapRing(fd int, p *uringParams, sqe128 bool) (*ring, error) {
+	r := &ring{fd: fd, features: p.Features, entries: p.SQEntries, sqeSize: 64, wait: &waitArgs{}, flags: p.Flags}
 	if sqe128 {
 		r.sqeSize = 128
 	}
-	if err := r.mmap(&p); err != nil {
+	if err := r.mmap(p); err != nil {
 		r.close()
 		return nil, err
 	}

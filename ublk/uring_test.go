@@ -219,3 +219,32 @@ func TestRingRawWaitReturnsOnPreemption(t *testing.T) {
 		t.Fatal("the raw wait went on waiting after a preemption")
 	}
 }
+
+// A ring with IORING_SETUP_SINGLE_ISSUER and DEFER_TASKRUN (the queue
+// loops'): set up with them on this kernel (6.1+), NOPs complete when the
+// thread that made it waits for them.
+func TestRingDeferTaskrun(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newRingFlags(8, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if r.flags&(setupSingleIssuer|setupDeferTaskrun) != setupSingleIssuer|setupDeferTaskrun {
+		t.Fatalf("setup flags %#x: no SINGLE_ISSUER|DEFER_TASKRUN", r.flags)
+	}
+	for i := 0; i < 3; i++ {
+		prepNop(r.sqe(), uint64(i))
+	}
+	if err := r.enter(3, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		e, ok := r.peek()
+		if !ok || e.UserData != uint64(i) {
+			t.Fatalf("completion %d: %+v %v", i, e, ok)
+		}
+		r.advance()
+	}
+}

@@ -45,6 +45,7 @@ func run() error {
 	writeCache := flag.Bool("write-cache", true, "announce a volatile write cache (FLUSH reaches fsync of the file)")
 	async := flag.Bool("async", false, "serve reads and writes on the queue loop (blockdev.Async)")
 	noBatch := flag.Bool("no-batch", false, "one FETCH/COMMIT per request even where the kernel offers UBLK_F_BATCH_IO")
+	noDefer := flag.Bool("no-defer", false, "queue rings without IORING_SETUP_DEFER_TASKRUN")
 	flag.Parse()
 	if *backing == "" {
 		return fmt.Errorf("-backing is required")
@@ -63,7 +64,7 @@ func run() error {
 	if *async {
 		b = asyncDisk{disk}
 	}
-	opt := ublk.DeviceOptions{Queues: *queues, QueueDepth: *depth, WriteCache: *writeCache, FUA: *writeCache, NoBatch: *noBatch}
+	opt := ublk.DeviceOptions{Queues: *queues, QueueDepth: *depth, WriteCache: *writeCache, FUA: *writeCache, NoBatch: *noBatch, NoDeferTaskrun: *noDefer}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var d *ublk.Device
 	if *recoverID >= 0 {
