@@ -104,6 +104,7 @@ type batchState struct {
 	sent    [commitBufs]int  // its element count
 	backlog []completion     // served, not yet in a COMMIT (every buffer busy)
 	armed   int              // FETCH_IO_CMDS in the driver
+	fresh   int              // COMMITs prepared since the loop last entered the ring
 	aborted bool             // a FETCH ended with UBLK_IO_RES_ABORT: the driver is done
 }
 
@@ -285,6 +286,7 @@ func (q *queue) flushCommits(r *ring, s *drainState) {
 		}
 		q.prepBatchCmd(r.sqeSubmitting(), uIOCommitIOCmds, commitTag|uint64(i), buf, n)
 		bs.busy[i], bs.sent[i] = true, n
+		bs.fresh++
 		if !bs.aborted {
 			s.outstanding += n
 		}

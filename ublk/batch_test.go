@@ -155,6 +155,9 @@ func TestBatchCommits(t *testing.T) {
 	if len(q.bt.backlog) != 0 || s.outstanding != 6 || r.pending() != 2 {
 		t.Fatalf("after flush: backlog %d, outstanding %d, SQEs %d; want 0, 6, 2", len(q.bt.backlog), s.outstanding, r.pending())
 	}
+	if q.bt.fresh != 2 {
+		t.Fatalf("after flush: %d fresh commits, want 2 (the loop's wait counts their completions)", q.bt.fresh)
+	}
 	for i, want := range [][]completion{{{0, 4096}, {1, -5}, {2, 512}, {3, 0}}, {{0, 8}, {1, 16}}} {
 		sqe := sqeAt(r, i)
 		if sqe[sqeOpcode] != opURingCmd || le.Uint32(sqe[sqeOff:]) != uIOCommitIOCmds || le.Uint32(sqe[sqeFd:]) != 99 {

@@ -294,7 +294,14 @@ func (q *queue) run() {
 		if s.quit {
 			wait = quietPeriod / 4
 		}
-		if err := r.enter(1, wait); err != nil {
+		// A COMMIT_IO_CMDS completes while it is submitted: wait for one
+		// event beyond those, or the wait would end at once on them.
+		want := uint32(1)
+		if q.batch {
+			want += uint32(q.bt.fresh)
+			q.bt.fresh = 0
+		}
+		if err := r.enter(want, wait); err != nil {
 			q.fail(fmt.Errorf("ublk queue %d: %w", q.id, err))
 			q.quit.Store(true)
 			return // backend calls in flight finish on their own (idle)
