@@ -26,6 +26,7 @@ trap 'exit 143' TERM INT
 
 step addresses mp_addrs_up
 step ublk-load ublk_load
+export TGT_INITIATORS=iqn.2026-11.io.iser-attach:lab # tgt allows the initiator names bound to its target
 step tgt-iser tgt_iser "$iqn" 128
 step attach ia attach --daemon --frontend ublk --transport iser --portal "$MP_ADDR_A:3260" --portal "$MP_ADDR_B:3260" \
 	--target "$iqn" --lun 1 --name "$name" --no-path-timeout 10s >"$VMLAB_RESULTS/dev"
