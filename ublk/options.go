@@ -71,10 +71,11 @@ type DeviceOptions struct {
 	// was created with: Recover follows the device's flags.
 	NoBatch bool
 
-	// NoDeferTaskrun sets up the queues' rings without
-	// IORING_SETUP_DEFER_TASKRUN, which they otherwise have where the
-	// kernel offers it (the driver's completion work for a queue then runs
-	// only when its loop waits for completions): to compare the two.
+	// NoDeferTaskrun sets up a batch-I/O device's queue rings without
+	// IORING_SETUP_DEFER_TASKRUN, which they otherwise have (the driver's
+	// completion work for a queue then runs only when its loop waits for
+	// completions): to compare the two. Queues with one command per
+	// request never defer.
 	NoDeferTaskrun bool
 
 	// NoRecovery creates the device without UBLK_F_USER_RECOVERY: when the
