@@ -32,14 +32,27 @@ func NewHostOS(a Attacher) *HostOS { return &HostOS{Attacher: a, MountInfo: "/pr
 func (h *HostOS) InUse(device string) (bool, string) { return volume.InUse(device) }
 
 // run runs a tool and returns its output; an error names the command and
-// ends with its last line of output.
+// ends with the tool's own last error line ("NAME: ...": the tools print
+// progress on stdout and their error on stderr, so the combined output's
+// last line may be progress), else the last line of its output.
 func run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lines[len(lines)-1])
+		return out, fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, toolError(name, out))
 	}
 	return out, nil
+}
+
+// toolError is the last line of out that starts with "NAME:", else its
+// last line.
+func toolError(name string, out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], name+":") {
+			return lines[i]
+		}
+	}
+	return lines[len(lines)-1]
 }
 
 // FSType asks blkid (probing the device itself, not its cache); blkid's
@@ -153,6 +166,11 @@ func (h *HostOS) GrowFS(ctx context.Context, device, path, fsType string) error 
 	switch fsType {
 	case "ext4":
 		_, err = run(ctx, "resize2fs", device)
+		if err != nil && strings.Contains(err.Error(), "Permission denied") {
+			// ext4's online resize ioctls need CAP_SYS_RESOURCE, which
+			// an unprivileged container (or a host like CI's) lacks.
+			err = fmt.Errorf("%w (online resize of ext4 needs CAP_SYS_RESOURCE)", err)
+		}
 	case "xfs":
 		_, err = run(ctx, "xfs_growfs", path)
 	default:

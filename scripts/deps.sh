@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 DEMO_PKGS="tgt libnbd-bin"
 BUILD_PKGS="gcc make git ca-certificates binutils libibverbs-dev librdmacm-dev"
 TEST_PKGS="$BUILD_PKGS jq tgt libnbd-bin fio qemu-utils qemu-block-extra libiscsi-bin
-qemu-system-x86 debootstrap e2fsprogs cpio xz-utils zstd kmod busybox-static lintian zsh man-db
+qemu-system-x86 debootstrap e2fsprogs xfsprogs cpio xz-utils zstd kmod busybox-static lintian zsh man-db
 groff-base"
 
 say() { echo "deps: $*"; }
