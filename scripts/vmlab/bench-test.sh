@@ -54,8 +54,8 @@ check "the write workload reports writes" \
 check "no cpu fields without a PID" test "$(rows '[.[] | select(.cpu_us_per_io != null)] | length')" = 0
 check "every row has the machine's busy share and its CPU per I/O" test "$(rows '[.[] | select(.initiator == "file-ini")
 	| .sys_busy_pct >= 0 and .sys_busy_pct <= 100 and .sys_us_per_io > 0] | all')" = true
-check "sys_us_per_io is the busy share of all CPUs over IOPS" test "$(rows --argjson n "$(nproc)" '[.[] | select(.initiator == "file-ini")
-	| ((.sys_us_per_io - .sys_busy_pct / 100 * $n * 1e6 / .iops) | fabs) <= (0.05 + .sys_us_per_io / 500)] | all')" = true
+check "sys_us_per_io is the busy share of all CPUs over IOPS (within the rounding of both to 0.1): $(rows -c '[.[] | select(.initiator == "file-ini") | [.sys_busy_pct, .sys_us_per_io, .iops]]')" test "$(rows --argjson n "$(nproc)" '[.[] | select(.initiator == "file-ini")
+	| ((.sys_us_per_io - .sys_busy_pct / 100 * $n * 1e6 / .iops) | fabs) <= (0.05 + .sys_us_per_io * (0.05 / .sys_busy_pct + 1 / 500))] | all')" = true
 
 # The meter against a stub `iser-attach list --json`: the process's counters grow by 1 MiB
 # per query, so every workload counts 1 MiB / BS I/Os; the process is a busy loop.
@@ -161,5 +161,30 @@ check "vmlab.sh table of two runs: each row the best: $(cat "$T/best")" \
 	test "$(awk '$1 == "w1" { printf "%s %s %s;", $2, $3, $NF }' "$T/best")" = "kernel-iser 100 1.00x;ua 70 0.70x;"
 check "table: the system-calls section, its rows out of the workload table" \
 	test "$(sed -n '/^system calls of the daemon per I\/O/,$p' "$T/table" | awk '$2 == "sys-ini" { n++ } END { print n + 0 }'):$(sed -n '1,/^system calls/p' "$T/table" | grep -c ' sys-ini ')" = 2:0
+
+# paired_rows: two files in turn, 3 rounds: one row of kind "paired", B over A per round, the median.
+truncate -s 64M "$T/disk-b.img"
+lib 'VMLAB_PAIRED_WORKLOADS=4k-randread-qd1:randread:4k:1 paired_rows "$1" file-a "$2" file-b 3' "$T/disk.img" "$T/disk-b.img" >"$T/out" 2>&1
+check "paired_rows: exit 0: $(cat "$T/out")" test $? = 0
+check "paired_rows: one row, file-b against file-a, 3 rounds of positive ratios" \
+	test "$(rows -c '[.[] | select(.kind == "paired") | [.initiator, .against, .rounds, (.ratios | map(. > 0) | all)]]')" = '[["file-b","file-a",3,true]]'
+check "paired_rows: the median is the middle ratio" \
+	test "$(rows '.[] | select(.kind == "paired") | (.ratios | sort | .[1]) == .median_ratio')" = true
+check "paired_rows: six fio runs, each round on both" test "$(ls "$T"/fio-paired-4k-randread-qd1-[ab]-[123].json | wc -l)" = 6
+check "paired_rows: a ratio is the round's IOPS of B over A" test "$(jq -n --slurpfile a "$T/fio-paired-4k-randread-qd1-a-2.json" \
+	--slurpfile b "$T/fio-paired-4k-randread-qd1-b-2.json" --slurpfile r <(jq -s '[.[] | select(.kind == "paired")][0]' "$VMLAB_BENCH_JSON") \
+	'(($b[0].jobs[0].read.iops / $a[0].jobs[0].read.iops) - $r[0].ratios[1]) | fabs < 0.01')" = true
+lib 'VMLAB_PAIRED_WORKLOADS=4k-randread-qd1:randread:4k:1 paired_rows "$1" file-a "$2" gone-b 1' "$T/disk.img" "$T/gone.img" >"$T/out" 2>&1
+check "paired_rows: a device fio cannot run on: exit 1" test $? = 1
+check "paired_rows: its row has no ratio and no median" \
+	test "$(rows -c '[.[] | select(.initiator == "gone-b") | [.ratios, .median_ratio]]')" = '[[[null],null]]'
+jq -r -s -f "$HERE/table.jq" "$VMLAB_BENCH_JSON" >"$T/table" 2>&1
+check "table: the paired section, its rows out of the workload table" \
+	test "$(sed -n '/^paired runs in one boot/,$p' "$T/table" | awk '$2 == "file-b" && $3 == "file-a" && $4 ~ /x$/ && NF == 7 { n++ } $2 == "gone-b" && $4 == "-" { g++ } END { print n + 0, g + 0 }'):$(sed -n '1,/^paired runs/p' "$T/table" | grep -c ' file-b ')" = "1 1:0"
+printf '%s\n' '{"kind":"paired","workload":"w1","initiator":"ua","against":"kernel-iser","rounds":3,"ratios":[1,2,3],"median_ratio":2}' >"$T/prun1.jsonl"
+printf '%s\n' '{"kind":"paired","workload":"w1","initiator":"ua","against":"kernel-iser","rounds":3,"ratios":[6,5,4],"median_ratio":5}' >"$T/prun2.jsonl"
+"$HERE/vmlab.sh" table "$T/prun1.jsonl" "$T/prun2.jsonl" >"$T/best" 2>&1
+check "vmlab.sh table of two runs pools the paired rounds: $(cat "$T/best")" \
+	test "$(awk '$1 == "w1" && $2 == "ua" { print $4, NF }' "$T/best")" = "3.00x 10"
 
 report bench-test

@@ -11,6 +11,8 @@
 # 3. the daemons after their runs (rows of kind "memory"): memory in KiB, CPU share when idle.
 # 4. system calls per I/O (rows of kind "syscalls"): io_uring_enter and all calls of the
 #    daemon, counted by strace over a fio run.
+# 5. paired runs (rows of kind "paired", bench/70-paired.sh): one initiator against another in
+#    the same boot, the two in turn round by round; the IOPS ratio of each round and the median.
 def pad($n): tostring | if length >= $n then . else . + (" " * ($n - length)) end;
 def lpad($n): tostring | if length >= $n then . else (" " * ($n - length)) + . end;
 def firsts: reduce .[] as $x ([]; if index([$x]) then . else . + [$x] end);
@@ -21,7 +23,8 @@ def row($w): map(select(.workload == $w));
 # line(CELLS; WIDTHS): the cells padded to their widths (negative: left-aligned), space-separated.
 def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widths[$k] < 0 then pad(-$widths[$k]) else lpad($widths[$k]) end] | join(" ") | sub(" +$"; "");
 [-22, -30, 8, 7, 8, 8, 9, 9, 6, 8] as $wd
-| [.[] | select(.kind != "memory" and .kind != "syscalls")] as $rows
+| [.[] | select(.kind != "memory" and .kind != "syscalls" and .kind != "paired")] as $rows
+| [.[] | select(.kind == "paired")] as $pair
 | [.[] | select(.kind == "memory")] as $mem
 | [.[] | select(.kind == "syscalls")] as $sys
 | ([$rows[] | .workload] | firsts) as $wls
@@ -52,4 +55,9 @@ def line($cells; $widths): [range($cells | length) as $k | $cells[$k] | if $widt
   (select($sys | length > 0)
    | "", "system calls of the daemon per I/O, counted by strace (which slows it: the counts are the figure)",
      line(["workload", "initiator", "ios", "enter/io", "calls/io"]; [-22, -30, 8, 9, 9]),
-     ($sys[] | line([.workload, .initiator, .ios, (.enter_per_io | tostring), (.syscalls_per_io | tostring)]; [-22, -30, 8, 9, 9])))
+     ($sys[] | line([.workload, .initiator, .ios, (.enter_per_io | tostring), (.syscalls_per_io | tostring)]; [-22, -30, 8, 9, 9]))),
+  (select($pair | length > 0)
+   | "", "paired runs in one boot, in turn round by round: IOPS ratio of initiator to against",
+     line(["workload", "initiator", "against", "median", "rounds"]; [-22, -30, -30, 7, 0]),
+     ($pair[] | line([.workload, .initiator, .against, (if .median_ratio == null then "-" else (.median_ratio | fix2) + "x" end),
+                      (.ratios | map(if . == null then "-" else fix2 end) | join(" "))]; [-22, -30, -30, 7, 0])))

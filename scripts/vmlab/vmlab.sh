@@ -10,14 +10,15 @@
 #   vmlab.sh run 'CMD'         run CMD (bash, lib.sh sourced) in the guest
 #   vmlab.sh shell             interactive shell on the guest console
 #   vmlab.sh table [FILE...]   print the bench table of FILE (default: latest results); of
-#                              several runs' files, each row the best of them (most IOPS)
+#                              several runs' files, each row the best of them (most IOPS), and
+#                              the paired rows' rounds pooled (one median of all)
 #
 # Environment (all ISER_VMLAB_* and VMLAB_* variables are passed into the guest as well):
 #   ISER_VMLAB_KERNEL    the guest kernel, a NAME of kernels.conf (6.12, the default; 7.2, or 7
 #                        for the 7.x line); each kernel has its own cached guest
 #   ISER_VMLAB_CACHE     cache directory (default /var/cache/iser-attach-vmlab)
 #   ISER_VMLAB_OUT       results directory of this run (default $CACHE/results/CMD-TIME)
-#   ISER_VMLAB_TIMEOUT   whole-VM timeout in seconds (default 3000; bench 1200)
+#   ISER_VMLAB_TIMEOUT   whole-VM timeout in seconds (default 3000; bench 1500)
 #   ISER_VMLAB_TESTS     file-name patterns selecting tests, e.g. '10-* 20-kernel-iser.sh'
 #   ISER_VMLAB_NOBUILD   set to skip building ./cmd/... into ./bin on the host
 #   ISER_VMLAB_MEM, ISER_VMLAB_SMP   guest memory in MiB (2048) and CPUs (2)
@@ -100,7 +101,7 @@ boot() {
 	printf '%s\n' "$cmd" >"$OUT/cmd"
 	write_env "$OUT/env"
 	timeout_s=${ISER_VMLAB_TIMEOUT:-3000}
-	[ "$job" = bench ] && timeout_s=${ISER_VMLAB_TIMEOUT:-1200}
+	[ "$job" = bench ] && timeout_s=${ISER_VMLAB_TIMEOUT:-1500}
 	[ "$job" = shell ] && timeout_s=${ISER_VMLAB_TIMEOUT:-86400}
 	local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max
 		-m "${ISER_VMLAB_MEM:-2048}" -smp "${ISER_VMLAB_SMP:-2}"
@@ -244,7 +245,11 @@ print_table() {
 		for f in "$@"; do [ -s "$f" ] || die "step bench-table: no rows in $f"; done
 		echo "best of $# runs: $*"
 		jq -s 'group_by([.initiator, .workload, .kind // ""])
-			| map(if .[0].kind == null then (map(select(.error == null)) | max_by(.iops) // .[0]) else .[0] end)
+			| map(if .[0].kind == null then (map(select(.error == null)) | max_by(.iops) // .[0])
+				elif .[0].kind == "paired" then (.[0] + {ratios: (map(.ratios) | add)})
+					| .rounds = (.ratios | length)
+					| .median_ratio = ([.ratios[] | numbers] | sort | .[(length - 1) / 2 | floor])
+				else .[0] end)
 			| sort_by(.seq) | .[]' <(for f in "$@"; do jq -c --arg f "$f" '. + {seq: input_line_number}' "$f"; done) |
 			jq -r -s -f "$HERE/table.jq" || die "step bench-table: jq on $*"
 		return

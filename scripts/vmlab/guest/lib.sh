@@ -44,6 +44,8 @@
 #   fio_baseline DEV INITIATOR [SECONDS] [PID]      the workloads of VMLAB_WORKLOADS -> bench
 #                              rows; with PID, each row also gets PID's CPU time per I/O
 #   fio_json_row INITIATOR WORKLOAD FIO.json [KEY=VALUE...]   one bench row from fio's JSON
+#   paired_rows DEV_A INI_A DEV_B INI_B [ROUNDS]   both devices in turn, round by round -> rows
+#                              of kind "paired" (B's IOPS over A's per round, their median)
 #   bench_row INITIATOR WORKLOAD IOPS MBPS [LAT_US] [KEY=VALUE...]
 #   iscsi_perf_row INITIATOR WORKLOAD URL BLOCKS QD [SECONDS]   libiscsi iscsi-perf -> row
 #   proc_cpu_ticks PID         utime + stime of process PID (all threads), clock ticks
@@ -676,6 +678,45 @@ fio_json_row() {
 		return 1
 	}
 	_bench_append "$_row"
+}
+
+# paired_rows DEV_A INI_A DEV_B INI_B [ROUNDS]: each workload of VMLAB_PAIRED_WORKLOADS (default
+# VMLAB_WORKLOADS) ROUNDS times (3) on both devices in turn, A then B, and B then A in the next
+# round, so that a slow spell of the host falls on both sides alike: one row of kind "paired"
+# per workload with B's IOPS over A's in each round (ratios) and their median (median_ratio).
+# Both devices stay attached throughout; each run is fio_run's (VMLAB_FIO_SECONDS).
+paired_rows() {
+	_pr_a=$1 _pr_ia=$2 _pr_b=$3 _pr_ib=$4 _pr_n=${5:-3} _pr_rc=0
+	_pr_dir=${VMLAB_RESULTS:-/tmp}
+	for _pr_w in ${VMLAB_PAIRED_WORKLOADS:-$VMLAB_WORKLOADS}; do
+		IFS=: read -r _pr_wn _pr_rw _pr_bs _pr_qd _pr_jobs <<EOF
+$_pr_w
+EOF
+		case $_pr_wn in *write*) _pr_d=write ;; *) _pr_d=read ;; esac
+		_pr_ra= _pr_k=1
+		while [ "$_pr_k" -le "$_pr_n" ]; do
+			_pr_order="a b"
+			[ $((_pr_k % 2)) = 0 ] && _pr_order="b a"
+			for _pr_s in $_pr_order; do
+				if [ "$_pr_s" = a ]; then _pr_dev=$_pr_a; else _pr_dev=$_pr_b; fi
+				fio_run "$_pr_dev" "$_pr_dir/fio-paired-$_pr_wn-$_pr_s-$_pr_k.json" "$_pr_rw" "$_pr_bs" "$_pr_qd" \
+					"" "${_pr_jobs:-1}" || _pr_rc=1
+			done
+			_pr_r=$(jq -n --arg d "$_pr_d" --slurpfile a "$_pr_dir/fio-paired-$_pr_wn-a-$_pr_k.json" \
+				--slurpfile b "$_pr_dir/fio-paired-$_pr_wn-b-$_pr_k.json" \
+				'$b[0].jobs[0][$d].iops / $a[0].jobs[0][$d].iops * 100 | round / 100' 2>/dev/null) || _pr_r=
+			if [ -z "$_pr_r" ]; then
+				_pr_rc=1
+				_pr_r=null
+			fi
+			_pr_ra="$_pr_ra${_pr_ra:+,}$_pr_r"
+			_pr_k=$((_pr_k + 1))
+		done
+		_bench_append "$(jq -cn --arg w "$_pr_wn" --arg a "$_pr_ia" --arg b "$_pr_ib" --argjson r "[$_pr_ra]" '
+			{kind: "paired", workload: $w, initiator: $b, against: $a, rounds: ($r | length), ratios: $r}
+			+ ([$r[] | numbers] | sort | if length == 0 then {} else {median_ratio: .[(length - 1) / 2 | floor]} end)')" || _pr_rc=1
+	done
+	return $_pr_rc
 }
 
 # bench_error_row INITIATOR WORKLOAD MSG: a row saying the workload failed, and why.
