@@ -209,6 +209,35 @@ func TestMultipathStandbySenseMovesIO(t *testing.T) {
 	x.waitState(0, initiator.PathUp)
 }
 
+// TestMultipathTransitionFailedAttention: UNIT ATTENTION 2A/07 (an
+// implicit transition failed) makes the states be read again, as 2A/06
+// does. Path 0's group was left active/non-optimized, which no NOT READY
+// reports and no probe of a serving path finds: only the re-read moves
+// the I/O to the optimized path.
+func TestMultipathTransitionFailedAttention(t *testing.T) {
+	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
+	x := dialMP(t, twoPorts(lu, 1, 2), nil)
+	if err := x.rw(0, 8, 1); err != nil {
+		t.Fatal(err)
+	}
+	lu.SetStateAttention(1, scsi.AccessActiveNonOptimized, 0x07)
+	deadline := time.Now().Add(3 * time.Second)
+	for quiet := 0; quiet < 3; {
+		before := x.ios()
+		if err := x.rw(20, 8, 2); err != nil {
+			t.Fatalf("I/O after 2A/07: %v", err)
+		}
+		if after := x.ios(); after[0] == before[0] {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("3 s after UNIT ATTENTION 2A/07 the non-optimized path still takes I/O (%v)", x.ios())
+		}
+	}
+}
+
 func TestMultipathNonOptimizedOnlyWithoutOptimized(t *testing.T) {
 	lu := iscsitest.NewSharedLU(1024, 0x1234, true)
 	lu.SetState(1, scsi.AccessActiveNonOptimized, false)

@@ -29,7 +29,7 @@ type SharedLU struct {
 	ports   map[uint16]uint16           // relative target port -> group
 	down    map[uint16]bool             // ports that close every connection
 	nexuses map[*Target]bool            // every connection seen
-	ua      map[*Target]bool            // 2A/06 pending per connection
+	ua      map[*Target]uint8           // a 2A/xx pending per connection: its ASCQ
 	resets  int
 	writes  int
 
@@ -45,21 +45,34 @@ type SharedLU struct {
 func NewSharedLU(blocks, naa uint64, alua bool) *SharedLU {
 	l := &SharedLU{blocks: blocks, alua: alua, data: map[uint64][]byte{},
 		groups: map[uint16]scsi.AccessState{}, ports: map[uint16]uint16{}, down: map[uint16]bool{},
-		nexuses: map[*Target]bool{}, ua: map[*Target]bool{}}
+		nexuses: map[*Target]bool{}, ua: map[*Target]uint8{}}
 	binary.BigEndian.PutUint64(l.naa[:], naa)
 	l.naa[0] = 0x60 | l.naa[0]&0x0f // NAA 6
 	return l
 }
 
 // SetState sets a target port group's access state; with unitAttention
-// every I_T nexus gets UNIT ATTENTION 2A/06 on its next command.
+// every I_T nexus gets UNIT ATTENTION 2A/06 (asymmetric access state
+// changed) on its next command.
 func (l *SharedLU) SetState(group uint16, st scsi.AccessState, unitAttention bool) {
+	var ascq uint8
+	if unitAttention {
+		ascq = 0x06
+	}
+	l.SetStateAttention(group, st, ascq)
+}
+
+// SetStateAttention sets a target port group's access state and, unless
+// ascq is 0, gives every I_T nexus UNIT ATTENTION 2A/ascq on its next
+// command: 0x06 (state changed), 0x07 (an implicit transition failed,
+// leaving the group in st).
+func (l *SharedLU) SetStateAttention(group uint16, st scsi.AccessState, ascq uint8) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.groups[group] = st
-	if unitAttention {
+	if ascq != 0 {
 		for t := range l.nexuses {
-			l.ua[t] = true
+			l.ua[t] = ascq
 		}
 	}
 }
@@ -146,10 +159,10 @@ func (l *SharedLU) command(t *Target, rtp uint16, req *pdu.PDU) []Reply {
 	op := c.CDB[0]
 	l.mu.Lock()
 	l.nexuses[t] = true
-	if l.ua[t] {
+	if ascq := l.ua[t]; ascq != 0 {
 		delete(l.ua, t)
 		l.mu.Unlock()
-		return sharedCheck(t, &c, 0x06, 0x2a, 0x06)
+		return sharedCheck(t, &c, 0x06, 0x2a, ascq)
 	}
 	group := l.ports[rtp]
 	if st := l.groups[group]; mediaAccess(op) && !st.ServesIO() {
