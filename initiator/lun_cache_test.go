@@ -9,6 +9,7 @@ import (
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/initiator/iscsitest"
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
 // luNexus runs a Nexus whose every connection is served by lu; dropping
@@ -150,5 +151,23 @@ func TestLUNWritesDurableWhileFrontendWriteThrough(t *testing.T) {
 		if got := lu.Ops()[mark:]; !bytes.Equal(got, want) {
 			t.Fatalf("DPOFUA %v: a write while the kernel thinks write-through reached the LU as %x, want %x", dpofua, got, want)
 		}
+	}
+}
+
+// TestLUNReadsUnlistedBlockLimits: a target whose VPD page 0x00 lists
+// no page (LIO for a LU without a unit serial) still answers page 0xB0;
+// the LUN takes its UNMAP limits, so a discard is split to them instead
+// of being refused (LIO fileio: 8192 blocks, one descriptor).
+func TestLUNReadsUnlistedBlockLimits(t *testing.T) {
+	lu := iscsitest.NewLU(2048, false, true)
+	lu.SetBlockLimits(scsi.BlockLimits{MaxTransferLength: 1024, MaxUnmapLBACount: 8192, MaxUnmapDescriptorCount: 1})
+	var dropping atomic.Bool
+	nx, _ := luNexus(t, lu, &dropping)
+	l, err := initiator.OpenLUN(ctx5(t), nx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Info().Limits; got.MaxUnmapLBACount != 8192 || got.MaxUnmapDescriptorCount != 1 {
+		t.Fatalf("block limits %+v; want the unlisted page's 8192 blocks in 1 descriptor", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/iser-attach/iser-attach/initiator/pdu"
+	"github.com/iser-attach/iser-attach/initiator/scsi"
 )
 
 // LU is a minimal SCSI block device behind a Handler, enough for OpenLUN
@@ -22,6 +23,7 @@ type LU struct {
 	capUA     bool
 	ops       []byte // SCSI opcodes served, with FUA writes as OpFUAWrite
 	modeSense int
+	limits    []byte // VPD page 0xB0 answered though page 0x00 does not list it
 }
 
 // OpFUAWrite marks a WRITE with the FUA bit in LU.Ops.
@@ -31,6 +33,15 @@ const OpFUAWrite = 0xff
 // WCE bit and fua the DPOFUA bit of the mode parameter header.
 func NewLU(blocks uint64, wce, fua bool) *LU {
 	return &LU{blocks: blocks, wce: wce, fua: fua}
+}
+
+// SetBlockLimits makes INQUIRY answer VPD page 0xB0 with bl while page
+// 0x00 still lists no page but itself: LIO does so for a LU without a unit
+// serial number.
+func (l *LU) SetBlockLimits(bl scsi.BlockLimits) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.limits = bl.Marshal()
 }
 
 // SetWriteCache changes the WCE bit; with unitAttention the next command
@@ -91,10 +102,14 @@ func (l *LU) Handle(t *Target, req *pdu.PDU) []Reply {
 	case 0x00: // TEST UNIT READY
 	case 0x12: // INQUIRY
 		if c.CDB[1]&1 != 0 {
-			if c.CDB[2] != 0 {
+			switch {
+			case c.CDB[2] == 0xb0 && l.limits != nil:
+				data = l.limits
+			case c.CDB[2] != 0:
 				return l.check(t, &c, 0x05, 0x24, 0x00)
+			default:
+				data = []byte{0, 0, 0, 1, 0}
 			}
-			data = []byte{0, 0, 0, 1, 0}
 		} else {
 			data = make([]byte, 36)
 			data[2], data[3], data[4] = 6, 2, 31
