@@ -1,7 +1,8 @@
 #!/bin/sh
 # iser-attach attach/detach/list (issue 5) against LIO over rxe: for ublk and for nbd, over
 # iSER and over TCP: attach, mkfs.ext4, mount, write files, sync, detach refused while mounted,
-# fstrim reaching the target as UNMAP (discard counter), fsync as SYNCHRONIZE CACHE (flush
+# a 16 MiB blkdiscard (more than LIO fileio takes in one UNMAP), fstrim reaching the target as
+# UNMAP (discard counter), fsync as SYNCHRONIZE CACHE (flush
 # counter), umount, detach, attach again, checksums verified; fio verify=crc32c at QD32; two LUNs
 # attached at once; the daemon killed with SIGKILL during fio verify and restarted: ublk user
 # recovery takes the device over, no verify error. --read-only for both frontends.
@@ -29,6 +30,9 @@ cycle() { # cycle FRONTEND TRANSPORT LUN
 	echo "$name: $dev"
 	test -b "$dev" || return 1
 	ia list | grep -q "^$name .*$tr .*$fe .*attached" || { ia list; return 1; }
+	# 16 MiB is more than one UNMAP may cover on LIO fileio (8192 blocks, one descriptor):
+	# the daemon splits it to the LUN's Block Limits, or the target refuses it (EIO).
+	blkdiscard -f -o 0 -l 16777216 "$dev" || { echo "a 16 MiB discard failed"; return 1; }
 	mkfs.ext4 -q -F "$dev" || return 1
 	mount "$dev" /mnt/v || return 1
 	for i in 1 2 3; do head -c 4M /dev/urandom >/mnt/v/f$i || return 1; done
