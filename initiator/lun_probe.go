@@ -109,8 +109,8 @@ func (l *LUN) readVPD(ctx context.Context) {
 	// LIO lists no page in 0x00 until its LU has a unit serial number,
 	// yet answers them: without the Block Limits an UNMAP past its
 	// MAXIMUM UNMAP LBA COUNT (8192 blocks on fileio) is refused. So the
-	// page is asked for when the list is empty too; a target without it
-	// answers CHECK CONDITION, and nothing is taken from that.
+	// page is asked for when the list names no page but 0x00 itself; a
+	// target without it answers CHECK CONDITION, and nothing is taken.
 	if has[0xb0] || len(pages) <= 1 {
 		if bl, err := scsi.ParseBlockLimits(l.vpd(ctx, 0xb0)); err == nil {
 			l.info.Limits = bl
