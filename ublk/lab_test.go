@@ -138,6 +138,26 @@ func labDevice(t *testing.T, opt DeviceOptions, wrap func(*memBackend) Backend) 
 		}
 	})
 
+	// SetScheduler moves the device to mq-deadline (the kernel's choice for
+	// one hardware queue) and to none, and a name the kernel lacks leaves it
+	// where it was, with an error.
+	t.Run("scheduler", func(t *testing.T) {
+		for _, s := range []string{"mq-deadline", SchedulerNone} {
+			if got, err := d.SetScheduler(s); err != nil || got != s {
+				t.Fatalf("SetScheduler(%s) = %q, %v", s, got, err)
+			}
+			b, _ := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "queue/scheduler"))
+			if !strings.Contains(string(b), "["+s+"]") {
+				t.Fatalf("after SetScheduler(%s) the attribute reads %q", s, b)
+			}
+		}
+		got, err := d.SetScheduler("no-such-scheduler")
+		if err == nil || got != SchedulerNone {
+			t.Fatalf("SetScheduler of an unknown name = %q, %v; want an error and none still active", got, err)
+		}
+		t.Logf("unknown scheduler: %v", err)
+	})
+
 	t.Run("dd-direct", func(t *testing.T) {
 		in := filepath.Join(tmp, "in")
 		data := make([]byte, 16<<20)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,11 @@ const (
 	DefaultQueues             = 1
 	DefaultNBDConnections     = 4
 	DefaultPathSelector       = "round-robin"
+	// DefaultIOScheduler is a new ublk device's I/O scheduler: none
+	// dispatches each request from the thread that submits it (with
+	// mq-deadline, Linux 7.2 hands every request to a kblockd worker
+	// first; docs/fastpath.md).
+	DefaultIOScheduler = "none"
 )
 
 // maxConfigBytes bounds a configuration file; real ones are a few hundred bytes.
@@ -79,6 +85,9 @@ type Config struct {
 	// Queues are ublk hardware queues; NBDConnections the sockets of an
 	// NBD device.
 	Queues, NBDConnections int
+	// IOScheduler is the I/O scheduler a new ublk device gets (none,
+	// mq-deadline, kyber, bfq), or keep: the kernel's choice.
+	IOScheduler string
 	// InitiatorName overrides the host's initiator IQN when not empty.
 	InitiatorName string
 	// MetricsListen, when not empty, serves Prometheus metrics at
@@ -162,6 +171,7 @@ func DefaultConfig(name string) Config {
 		PathSelector:       DefaultPathSelector,
 		Queues:             DefaultQueues,
 		NBDConnections:     DefaultNBDConnections,
+		IOScheduler:        DefaultIOScheduler,
 	}
 }
 
@@ -192,6 +202,7 @@ var configKeys = map[string]configKey{
 	"path_selector":       {set: func(c *Config, v string) error { return setChoice(&c.PathSelector, v, "round-robin", "queue-length") }},
 	"queues":              {set: func(c *Config, v string) error { return setInt(&c.Queues, v, 1, 4096) }},
 	"nbd_connections":     {set: func(c *Config, v string) error { return setInt(&c.NBDConnections, v, 1, 64) }},
+	"io_scheduler":        {set: setIOScheduler},
 	"initiator_name":      {set: func(c *Config, v string) error { return setName(&c.InitiatorName, v) }},
 	"metrics_listen":      {set: setMetricsListen},
 	"read_only":           {set: func(c *Config, v string) error { return setBool(&c.ReadOnly, v) }},
@@ -435,6 +446,27 @@ func setChoice(dst *string, v string, choices ...string) error {
 	return fmt.Errorf("%q: want %s", v, strings.Join(choices, ", "))
 }
 
+// schedulerName is what an I/O scheduler's name may hold
+// (/sys/block/*/queue/scheduler takes it).
+var schedulerName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// ValidIOScheduler checks an io_scheduler value: keep, or a scheduler's
+// name (whether the kernel has it is known only when it is set).
+func ValidIOScheduler(v string) error {
+	if v == "keep" || schedulerName.MatchString(v) {
+		return nil
+	}
+	return fmt.Errorf("%q: want keep or a scheduler name (none, mq-deadline, kyber, bfq)", v)
+}
+
+func setIOScheduler(c *Config, v string) error {
+	if err := ValidIOScheduler(v); err != nil {
+		return err
+	}
+	c.IOScheduler = v
+	return nil
+}
+
 // setText accepts a user name: no control characters.
 func setText(dst *string, v string) error {
 	if strings.IndexFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
@@ -559,6 +591,7 @@ func (c *Config) Marshal() []byte {
 	str("path_selector", c.PathSelector, d.PathSelector)
 	num("queues", c.Queues, d.Queues)
 	num("nbd_connections", c.NBDConnections, d.NBDConnections)
+	str("io_scheduler", c.IOScheduler, d.IOScheduler)
 	str("initiator_name", c.InitiatorName, "")
 	str("metrics_listen", c.MetricsListen, "")
 	if c.ReadOnly {

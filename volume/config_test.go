@@ -38,6 +38,7 @@ func TestParseConfigValid(t *testing.T) {
 	full.NoPathTimeout = 20 * time.Second
 	full.AllPortals, full.PathSelector = true, "queue-length"
 	full.Queues, full.NBDConnections = 2, 8
+	full.IOScheduler = "mq-deadline"
 	full.InitiatorName = "iqn.2026-01.com.example:host1"
 	full.ReadOnly = true
 
@@ -45,6 +46,9 @@ func TestParseConfigValid(t *testing.T) {
 	minimal.Path = "db.conf"
 	minimal.Portals = []string{"10.0.0.1"}
 	minimal.Target = "iqn.2026-01.com.example:disk1"
+
+	keep := minimal
+	keep.IOScheduler = "keep"
 
 	iscsiadmForms := minimal
 	iscsiadmForms.Portals = []string{"10.0.0.1:3260,1", "[fe80::1%eth0]:3260,1"}
@@ -90,12 +94,15 @@ all_portals = true
 path_selector = queue-length
 queues = 2
 nbd_connections = 8
+io_scheduler = mq-deadline
 initiator_name = iqn.2026-01.com.example:host1
 read_only = true
 `, full},
 		{"read_only false", minimalConf + "read_only = false\n", minimal},
 		{"all_portals false", minimalConf + "all_portals = false\n", minimal},
 		{"path_selector round-robin", minimalConf + "path_selector = round-robin\n", minimal},
+		{"io_scheduler none", minimalConf + "io_scheduler = none\n", minimal},
+		{"io_scheduler keep", minimalConf + "io_scheduler = keep\n", keep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +182,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"path_selector unknown", base + "path_selector = service-time\n", 3, "path_selector", "want round-robin, queue-length"},
 		{"path_selector dm form", base + "path_selector = round-robin 0\n", 3, "path_selector", "want round-robin, queue-length"},
 		{"path_selector empty", base + "path_selector =\n", 3, "path_selector", "empty value"},
+		{"io_scheduler with a space", base + "io_scheduler = mq deadline\n", 3, "io_scheduler", "want keep or a scheduler name"},
+		{"io_scheduler a path", base + "io_scheduler = ../none\n", 3, "io_scheduler", "want keep or a scheduler name"},
 		{"other section", "[target]\n" + base, 1, "", "unknown section"},
 		{"two headers", "[volume]\n[volume]\n" + base, 2, "", "second [volume]"},
 		{"header after keys", base + "[volume]\n", 3, "", "before the first key"},

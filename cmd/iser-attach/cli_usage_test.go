@@ -178,6 +178,8 @@ func TestCLIFlagValueMistakes(t *testing.T) {
 		{with(serve, "--preempt"), "serve: --preempt needs --reservation-key", "serve"},
 		{with(attach, "--queues", "0"), "attach: --queues 0: want 1 to 4096", "attach"},
 		{with(attach, "--nbd-connections", "65"), "attach: --nbd-connections 65: want 1 to 64", "attach"},
+		{with(attach, "--io-scheduler", "mq deadline"), `attach: --io-scheduler: "mq deadline": want keep or a scheduler name`, "attach"},
+		{with(add, "--io-scheduler", "None"), `volume add: --io-scheduler: "None": want keep or a scheduler name`, "volume add"},
 		{with(attach, "--frontend", "loop"), `attach: --frontend "loop": want ublk or nbd`, "attach"},
 		{with(attach, "--name", "a/b"), `attach: --name: volume name "a/b"`, "attach"},
 		{[]string{"attach", "--volume", "a/b"}, `attach: --volume: volume name "a/b"`, "attach"},

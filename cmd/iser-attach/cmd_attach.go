@@ -31,8 +31,9 @@ type blockDevice interface {
 type attachSpec struct {
 	lunSpec
 	Frontend       string
-	Queues         int // ublk hardware queues
-	NBDConnections int // nbd sockets per device
+	Queues         int    // ublk hardware queues
+	IOScheduler    string // ublk: a new device's I/O scheduler, or "keep"
+	NBDConnections int    // nbd sockets per device
 	MetricsListen  string
 	ReadOnly       bool // writes refused by the frontend, never sent
 }
@@ -80,6 +81,7 @@ func attachCommand() *cli.Command {
 			&cli.StringFlag{Name: "name", Usage: "volume name (default: from the target IQN and LUN)"},
 			&cli.BoolFlag{Name: "daemon", Usage: "detach into the background once the device is ready"},
 			&cli.IntFlag{Name: "queues", Value: 1, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
+			ioSchedulerFlag(volume.DefaultIOScheduler),
 			&cli.IntFlag{Name: "nbd-connections", Value: 4, Usage: "nbd: sockets per device"},
 			metricsListenFlag(),
 			readOnlyFlag(),
@@ -128,6 +130,7 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 		return nil, err
 	}
 	sp := &attachSpec{lunSpec: *lsp, Frontend: c.String("frontend"), Queues: c.Int("queues"),
+		IOScheduler:    c.String("io-scheduler"),
 		NBDConnections: c.Int("nbd-connections"), MetricsListen: c.String("metrics-listen"), ReadOnly: c.Bool("read-only")}
 	sp.Volume = c.String("name")
 	if sp.Volume == "" {
@@ -141,6 +144,9 @@ func attachSpecFrom(c *cli.Context) (*attachSpec, error) {
 	}
 	if sp.Queues < 1 || sp.Queues > 4096 {
 		return nil, usageErrorf(c, "--queues %d: want 1 to 4096", sp.Queues)
+	}
+	if err := volume.ValidIOScheduler(sp.IOScheduler); err != nil {
+		return nil, usageErrorf(c, "--io-scheduler: %v", err)
 	}
 	if sp.NBDConnections < 1 || sp.NBDConnections > 64 {
 		return nil, usageErrorf(c, "--nbd-connections %d: want 1 to 64", sp.NBDConnections)

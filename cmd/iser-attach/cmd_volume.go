@@ -79,6 +79,7 @@ func volumeAddFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "login-timeout", Value: d.LoginTimeout, Usage: "time allowed for connecting and logging in"},
 		&cli.DurationFlag{Name: "command-timeout", Value: d.CommandTimeout, Usage: "time a SCSI command may go without status before it is aborted"},
 		&cli.IntFlag{Name: "queues", Value: d.Queues, Usage: "ublk: hardware queues (they share one connection; one queue is the fastest)"},
+		ioSchedulerFlag(d.IOScheduler),
 		&cli.IntFlag{Name: "nbd-connections", Value: d.NBDConnections, Usage: "nbd: sockets per device"},
 		&cli.StringFlag{Name: "initiator-name", Usage: "initiator IQN for this volume (default: the host's)"},
 		metricsListenFlag(),
@@ -114,6 +115,7 @@ func volumeAdd(c *cli.Context) error {
 	}
 	cfg.AllPortals, cfg.PathSelector = c.Bool("all-portals"), c.String("path-selector")
 	cfg.Queues, cfg.NBDConnections = c.Int("queues"), c.Int("nbd-connections")
+	cfg.IOScheduler = c.String("io-scheduler")
 	cfg.InitiatorName = c.String("initiator-name")
 	cfg.MetricsListen = c.String("metrics-listen")
 	cfg.ReadOnly = c.Bool("read-only")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
@@ -91,12 +93,32 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	if err != nil {
 		return nil, fmt.Errorf("ublk: %w", err)
 	}
+	setIOScheduler(d, sp)
 	if err := volume.WriteState(sp.Volume, volume.State{Frontend: "ublk", ID: d.ID(), Device: d.BlockPath(),
 		PID: os.Getpid(), LUN: ident}); err != nil {
 		logger.Warn().Err(err).Msg("ublk recovery will not find this device")
 	}
 	followWriteCache(l, d, sp.Volume)
 	return &ublkDevice{d: d, name: sp.Volume}, nil
+}
+
+// ioSchedulerFlag is --io-scheduler of attach and volume add.
+func ioSchedulerFlag(def string) cli.Flag {
+	return &cli.StringFlag{Name: "io-scheduler", Value: def,
+		Usage: "ublk: a new device's I/O scheduler (none, mq-deadline, kyber, bfq), or keep: the kernel's (mq-deadline)"}
+}
+
+// setIOScheduler gives a new device the volume's I/O scheduler; a takeover
+// keeps the device's. A scheduler the kernel lacks, or a read-only /sys,
+// leaves the kernel's, with a warning.
+func setIOScheduler(d *ublk.Device, sp *attachSpec) {
+	if sp.IOScheduler == "keep" || sp.IOScheduler == "" {
+		return
+	}
+	if active, err := d.SetScheduler(sp.IOScheduler); err != nil {
+		logger.Warn().Err(err).Str("volume", sp.Volume).Str("device", d.BlockPath()).Str("scheduler", active).
+			Msg("the device keeps the kernel's I/O scheduler")
+	}
 }
 
 // lunIdentity is what the state file records of the LUN, target's LUN.

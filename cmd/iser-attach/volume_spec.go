@@ -16,7 +16,7 @@ func specFromVolume(c *cli.Context, name string) (*attachSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--volume: %w", err)
 	}
-	sp := &attachSpec{Frontend: cfg.Frontend, Queues: cfg.Queues, NBDConnections: cfg.NBDConnections, MetricsListen: cfg.MetricsListen,
+	sp := &attachSpec{Frontend: cfg.Frontend, Queues: cfg.Queues, IOScheduler: cfg.IOScheduler, NBDConnections: cfg.NBDConnections, MetricsListen: cfg.MetricsListen,
 		ReadOnly: cfg.ReadOnly}
 	sp.lunSpec = lunSpec{Volume: cfg.Name, Target: cfg.Target, LUN: cfg.LUN, AnyLUN: cfg.AnyLUN, Transport: cfg.Transport,
 		QueueDepth: cfg.QueueDepth, LoginTimeout: cfg.LoginTimeout, ReplacementTimeout: cfg.ReplacementTimeout,

@@ -3,7 +3,8 @@
 # iSER and over TCP: attach, mkfs.ext4, mount, write files, sync, detach refused while mounted,
 # a 16 MiB blkdiscard (more than LIO fileio takes in one UNMAP), fstrim reaching the target as
 # UNMAP (discard counter), fsync as SYNCHRONIZE CACHE (flush
-# counter), umount, detach, attach again, checksums verified; fio verify=crc32c at QD32; two LUNs
+# counter), umount, detach, attach again, checksums verified; a new ublk device's I/O scheduler
+# none, mq-deadline with --io-scheduler keep; fio verify=crc32c at QD32; two LUNs
 # attached at once; the daemon killed with SIGKILL during fio verify and restarted: ublk user
 # recovery takes the device over, no verify error. --read-only for both frontends.
 . "$VMLAB_LIB"
@@ -23,6 +24,13 @@ step nbd-load nbd_load
 step lio-target env LIO_WCE=1 LIO_TPU=1 sh -c '. "$VMLAB_LIB"; lio_target "$0" file:96 file:64:4096' "$iqn"
 mkdir -p /mnt/v
 
+sched_is() { # sched_is DEV NAME: NAME is DEV's active I/O scheduler
+	grep -q "\[$2\]" "/sys/block/${1#/dev/}/queue/scheduler" || {
+		echo "$1: scheduler $(cat "/sys/block/${1#/dev/}/queue/scheduler"), want $2"
+		return 1
+	}
+}
+
 cycle() { # cycle FRONTEND TRANSPORT LUN
 	fe=$1 tr=$2 lun=$3 name=v-$1-$2
 	dev=$(ia attach --daemon --frontend "$fe" --transport "$tr" --portal "$portal" --target "$iqn" \
@@ -30,6 +38,9 @@ cycle() { # cycle FRONTEND TRANSPORT LUN
 	echo "$name: $dev"
 	test -b "$dev" || return 1
 	ia list | grep -q "^$name .*$tr .*$fe .*attached" || { ia list; return 1; }
+	# A new ublk device gets the none scheduler (--io-scheduler's default); keep, below, leaves
+	# the kernel's mq-deadline.
+	[ "$fe" != ublk ] || sched_is "$dev" none || return 1
 	# 16 MiB is more than one UNMAP may cover on LIO fileio (8192 blocks, one descriptor):
 	# the daemon splits it to the LUN's Block Limits, or the target refuses it (EIO).
 	blkdiscard -f -o 0 -l 16777216 "$dev" || { echo "a 16 MiB discard failed"; return 1; }
@@ -48,8 +59,12 @@ cycle() { # cycle FRONTEND TRANSPORT LUN
 	umount /mnt/v || return 1
 	ia detach "$name" || return 1
 	test ! -S /run/iser-attach/$name.sock || { echo "control socket left"; return 1; }
+	keep=
+	[ "$fe" != ublk ] || keep="--io-scheduler keep"
+	# shellcheck disable=SC2086 # $keep: two words or none
 	dev=$(ia attach --daemon --frontend "$fe" --transport "$tr" --portal "$portal" --target "$iqn" \
-		--lun "$lun" --name "$name") || return 1
+		--lun "$lun" --name "$name" $keep) || return 1
+	[ "$fe" != ublk ] || sched_is "$dev" mq-deadline || return 1
 	mount "$dev" /mnt/v || return 1
 	(cd /mnt/v && sha256sum -c /tmp/sums 2>&1 | grep -v f3) >/tmp/check || true
 	grep -q "f1: OK" /tmp/check && grep -q "f2: OK" /tmp/check || { cat /tmp/check; return 1; }

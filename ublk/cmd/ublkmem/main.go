@@ -46,6 +46,7 @@ func run() error {
 	async := flag.Bool("async", false, "serve reads and writes on the queue loop (blockdev.Async)")
 	noBatch := flag.Bool("no-batch", false, "one FETCH/COMMIT per request even where the kernel offers UBLK_F_BATCH_IO")
 	noDefer := flag.Bool("no-defer", false, "queue rings without IORING_SETUP_DEFER_TASKRUN")
+	sched := flag.String("scheduler", ublk.SchedulerNone, "a new device's I/O scheduler, as iser-attach sets it (keep: the kernel's)")
 	flag.Parse()
 	if *backing == "" {
 		return fmt.Errorf("-backing is required")
@@ -75,6 +76,11 @@ func run() error {
 	cancel()
 	if err != nil {
 		return err
+	}
+	if *recoverID < 0 && *sched != "keep" {
+		if _, err := d.SetScheduler(*sched); err != nil {
+			fmt.Fprintln(os.Stderr, "ublkmem:", err)
+		}
 	}
 	fmt.Printf("ublkmem: serving %s (id %d, pid %d)\n", d.BlockPath(), d.ID(), os.Getpid())
 	if *idFile != "" {
