@@ -6,6 +6,8 @@
 # device's IOPS over ib_iser's in each round and their median. VMLAB_PAIRED_ROUNDS (3) rounds;
 # 0 skips the script. VMLAB_PAIRED_NOBATCH=1, where the kernel offers UBLK_F_BATCH_IO: a second
 # ublk device without it (ISER_ATTACH_UBLK_BATCH=0) paired with the first the same way.
+# VMLAB_PAIRED_KEEPSCHED=1: a ublk device left on the kernel's I/O scheduler (--io-scheduler
+# keep: mq-deadline) paired with the first (none).
 # vmlab-timeout: 600
 . "$VMLAB_LIB"
 set -eu
@@ -32,6 +34,13 @@ if [ "${VMLAB_PAIRED_NOBATCH:-0}" = 1 ] && iser-attach version --verbose 2>/dev/
 	step attach-ublk-nobatch test -b "$dev2"
 	paired_rows "$dev" iser-attach-ublk-iser "$dev2" iser-attach-ublk-nobatch-iser "$rounds" || rc=1
 	step detach-ublk-nobatch ia detach bench-paired-nobatch
+fi
+if [ "${VMLAB_PAIRED_KEEPSCHED:-0}" = 1 ]; then
+	dev3=$(ia attach --daemon --frontend ublk --transport iser --portal "$VMLAB_ADDR:$LIO_PORT" \
+		--target "$VMLAB_IQN" --lun 0 --queue-depth 128 --name bench-paired-keep --io-scheduler keep)
+	step attach-ublk-keepsched test -b "$dev3"
+	paired_rows "$dev" iser-attach-ublk-iser "$dev3" iser-attach-ublk-mqdeadline-iser "$rounds" || rc=1
+	step detach-ublk-keepsched ia detach bench-paired-keep
 fi
 step detach-ublk ia detach bench-paired
 step logout iscsi_logout_all
