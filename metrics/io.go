@@ -70,6 +70,18 @@ func (m *IO) End(op Op, bytes int, start time.Time, err error) {
 // Inflight is the number of I/Os begun and not ended.
 func (m *IO) Inflight() int64 { return m.inflight.Load() }
 
+// Completed is the number of I/Os ended, of every op, read without
+// allocating (a sampler that ticks while I/O runs calls it).
+func (m *IO) Completed() uint64 {
+	var n uint64
+	for op := range m.ops {
+		for i := range m.ops[op].buckets {
+			n += m.ops[op].buckets[i].Load()
+		}
+	}
+	return n
+}
+
 // OpStats are one Op's totals at a point in time.
 type OpStats struct {
 	Count  uint64 `json:"count"`

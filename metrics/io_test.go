@@ -104,6 +104,27 @@ func TestIOEndDoesNotAllocate(t *testing.T) {
 	}
 }
 
+func TestIOCompleted(t *testing.T) {
+	var m IO
+	m.End(OpRead, 4096, m.Begin(), nil)
+	m.End(OpWrite, 4096, m.Begin(), errors.New("EIO"))
+	m.End(OpFlush, 0, m.Begin(), nil)
+	_ = m.Begin() // in flight: not completed
+	if got := m.Completed(); got != 3 {
+		t.Fatalf("Completed %d, want 3", got)
+	}
+	var sum uint64
+	for _, st := range m.Snapshot().Ops {
+		sum += st.Count
+	}
+	if sum != m.Completed() {
+		t.Fatalf("Completed %d, the snapshot's counts sum to %d", m.Completed(), sum)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = m.Completed() }); n != 0 {
+		t.Fatalf("%v allocations per Completed", n)
+	}
+}
+
 func BenchmarkIOBeginEnd(b *testing.B) {
 	var m IO
 	b.ReportAllocs()

@@ -147,6 +147,36 @@ func TestCountingDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestCountingTickDoesNotAllocate: the IOPS sampler ticks once a second
+// while I/O runs; the fast path's guard (initiator, BenchmarkFastPathRead4K)
+// counts every allocation in the process, and failed on a tick that took
+// a whole Snapshot (maps and slices) to sum the completed I/Os.
+func TestCountingTickDoesNotAllocate(t *testing.T) {
+	c := NewCounting(nopBackend{})
+	defer c.Close()
+	ctx := context.Background()
+	buf := make([]byte, 4096)
+	start := time.Now()
+	c.mu.Lock()
+	c.lastTime = start
+	c.mu.Unlock()
+	for range 10 {
+		_ = c.ReadAt(ctx, buf, 0)
+	}
+	_ = c.Flush(ctx)
+	c.tick(start.Add(time.Second))
+	if got := c.Counters().IOPS; got != 11 {
+		t.Fatalf("IOPS %v after 11 I/Os in a second, want 11", got)
+	}
+	now := start.Add(time.Second)
+	if n := testing.AllocsPerRun(1000, func() {
+		now = now.Add(time.Second)
+		c.tick(now)
+	}); n != 0 {
+		t.Fatalf("%v allocations per tick", n)
+	}
+}
+
 func BenchmarkCountingReadAt(b *testing.B) {
 	c := NewCounting(nopBackend{})
 	defer c.Close()
