@@ -142,6 +142,7 @@ script-tests:
 	scripts/vmlab/bench-test.sh
 	scripts/vmlab/faults-test.sh
 	scripts/repo-check-test.sh
+	scripts/fuzz-short-test.sh
 
 # The Debian package, offline from the tree (scripts/deb/build.sh): a hardened (PIE, full
 # RELRO), stripped cgo build, its man page and completions, the units, udev rule, maintainer
