@@ -5,7 +5,7 @@
 # connection with reason 8, gives up after three, and fails at once on any other login
 # failure; tgt_probe logs in over iSER and reports what failed; rerun_if_died runs a command
 # once more after restarting a peer that died under it (or, with RERUN_ALIVE, stopped answering),
-# and only then. A second.
+# and only then; rxe_gid and rping_listening (the soft-RoCE readiness waits). A second.
 # `make script-tests`.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -162,4 +162,23 @@ check "rerun_if_died, the peer stopped answering: said on stderr" \
 PROBE=silent rerun ok ok
 check "rerun_if_died, the command works: no probe: $(rcalls)" test "$(rcalls)" = "work 1 ok,status 0 RERUN 0"
 
+
+# The soft-RoCE readiness helpers: the GID rxe_up waits for, and rping_listening on what
+# `rdma res show cm_id` prints (a listener, then only a connection).
+gid=$(dash -c '. "$0"; rxe_gid 10.99.0.1' "$HERE/guest/lib.sh")
+check "rxe_gid 10.99.0.1: $gid" test "$gid" = 0000:0000:0000:0000:0000:ffff:0a63:0001
+gid=$(dash -c '. "$0"; rxe_gid 192.168.254.17' "$HERE/guest/lib.sh")
+check "rxe_gid 192.168.254.17: $gid" test "$gid" = 0000:0000:0000:0000:0000:ffff:c0a8:fe11
+listening() {
+	CM="$1" dash -c '. "$0"
+rdma() { printf "%s\n" "$CM"; }
+rping_listening' "$HERE/guest/lib.sh"
+}
+not_listening() { ! listening "$@"; }
+check "rping_listening: a LISTEN cm_id of rping" \
+	listening "link rxe0/1 cm-idn 0 state LISTEN ps TCP comm rping src-addr 10.99.0.1:7174 dst-addr 0.0.0.0:0"
+check "rping_listening: not while rping's cm_id only connects" \
+	not_listening "link rxe0/1 cm-idn 1 state CONNECT ps TCP comm rping src-addr 10.99.0.1:44120 dst-addr 10.99.0.1:7174"
+check "rping_listening: not for another program's listener" \
+	not_listening "cm-idn 0 state LISTEN ps TCP pid 1 comm tgtd src-addr 0.0.0.0:3260 dst-addr 0.0.0.0:0"
 report faults-test

@@ -187,6 +187,29 @@ rxe_up() {
 		echo "rxe_up: rxe0 port not ACTIVE: $(rdma link show rxe0/1)" >&2
 		return 1
 	}
+	# The port can be ACTIVE before the address's RoCE v2 GID is in its table (rxe adds
+	# GIDs from a workqueue on the netdev's address event); until it is there, an RDMA CM
+	# connect to the address fails at once.
+	_gid=$(rxe_gid "$_addr")
+	wait_for 10 grep -qx "$_gid" /sys/class/infiniband/rxe0/ports/1/gids/* || {
+		echo "rxe_up: no GID $_gid for $_addr on rxe0/1" >&2
+		return 1
+	}
+}
+
+# rxe_gid IPV4: the IPv4-mapped GID as /sys/class/infiniband/*/ports/*/gids/* prints it.
+rxe_gid() {
+	_g_old=$IFS
+	IFS=.
+	# shellcheck disable=SC2086 # split the dotted quad on purpose
+	set -- $1
+	IFS=$_g_old
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
+}
+
+# rping_listening: an rping server's cm_id is listening (rdma res show cm_id).
+rping_listening() {
+	rdma res show cm_id | grep -q 'state LISTEN .* comm rping'
 }
 
 # ---- LIO ----
