@@ -15,6 +15,7 @@ var (
 	_ blockdev.BufferProvider = (*Nexus)(nil)
 	_ Executor                = (*Multipath)(nil)
 	_ Submitter               = (*Multipath)(nil)
+	_ blockdev.Batcher        = (*Multipath)(nil)
 	_ blockdev.Reaper         = (*iserReaper)(nil)
 )
 

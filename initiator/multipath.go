@@ -194,7 +194,8 @@ type Multipath struct {
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	cmds freelist.List[mpCmd]
+	cmds    freelist.List[mpCmd]
+	batches freelist.List[mpBatch]
 }
 
 // DialMultipath logs in through every path. It fails only when no path
