@@ -162,7 +162,6 @@ check "rerun_if_died, the peer stopped answering: said on stderr" \
 PROBE=silent rerun ok ok
 check "rerun_if_died, the command works: no probe: $(rcalls)" test "$(rcalls)" = "work 1 ok,status 0 RERUN 0"
 
-
 # The soft-RoCE readiness helpers: the GID rxe_up waits for, and rping_listening on what
 # `rdma res show cm_id` prints (a listener, then only a connection).
 gid=$(dash -c '. "$0"; rxe_gid 10.99.0.1' "$HERE/guest/lib.sh")

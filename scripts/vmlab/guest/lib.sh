@@ -188,8 +188,8 @@ rxe_up() {
 		return 1
 	}
 	# The port can be ACTIVE before the address's RoCE v2 GID is in its table (rxe adds
-	# GIDs from a workqueue on the netdev's address event); until it is there, an RDMA CM
-	# connect to the address fails at once.
+	# GIDs from a workqueue on the netdev's address event); until it is there, RDMA CM finds
+	# no device for the address, and a listen or connect on it fails.
 	_gid=$(rxe_gid "$_addr")
 	wait_for 10 grep -qx "$_gid" /sys/class/infiniband/rxe0/ports/1/gids/* || {
 		echo "rxe_up: no GID $_gid for $_addr on rxe0/1" >&2
