@@ -16,6 +16,8 @@ var (
 	_ Executor                = (*Multipath)(nil)
 	_ Submitter               = (*Multipath)(nil)
 	_ blockdev.Batcher        = (*Multipath)(nil)
+	_ blockdev.Reaping        = (*Multipath)(nil)
+	_ blockdev.Reaper         = (*mpReaper)(nil)
 	_ blockdev.Reaper         = (*iserReaper)(nil)
 )
 
@@ -92,6 +94,13 @@ func (s *Session) Reaper(revoked func()) (blockdev.Reaper, bool) {
 		return nil, false
 	}
 	return s.reaps.TakeReaper(revoked)
+}
+
+// canReap reports whether the current session's datamover can hand its
+// completion queue over at all (iSER; not whether it is free now).
+func (n *Nexus) canReap() bool {
+	s := n.up.Load()
+	return s != nil && s.reaps != nil
 }
 
 // Reaper implements blockdev.Reaping on the current session. A loop holds

@@ -196,6 +196,7 @@ type Multipath struct {
 
 	cmds    freelist.List[mpCmd]
 	batches freelist.List[mpBatch]
+	reaper  atomic.Pointer[mpReaper] // the set a loop took last, until Release
 }
 
 // DialMultipath logs in through every path. It fails only when no path
@@ -270,6 +271,7 @@ func DialMultipath(ctx context.Context, cfg MultipathConfig) (*Multipath, error)
 func (p *mpath) install(nx *Nexus) {
 	nx.OnReinstated(p.reinstated)
 	p.nx.Store(nx)
+	p.m.pathsChanged() // a loop's next set of reapers includes it
 	p.log.Info().Str("transport", nx.Status().Transport).Msg("path logged in")
 }
 
@@ -304,6 +306,7 @@ func (p *mpath) dialLater() {
 func (p *mpath) reinstated() {
 	p.checked.Store(nil)
 	m := p.m
+	m.pathsChanged() // the new session's queue goes to the loop's next set
 	m.mu.Lock()
 	hooks := m.reinstated
 	m.mu.Unlock()

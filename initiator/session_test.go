@@ -50,7 +50,7 @@ func read(ctx context.Context, s *initiator.Session, n int) (*initiator.Result, 
 	return r, buf, err
 }
 
-func ctx5(t *testing.T) context.Context {
+func ctx5(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
 	return ctx

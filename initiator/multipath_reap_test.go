@@ -1,0 +1,195 @@
+package initiator_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iser-attach/iser-attach/blockdev"
+	"github.com/iser-attach/iser-attach/initiator"
+)
+
+// reapingMultipath is a Multipath of two iSER paths on isertest
+// connections that log in again quickly, and a LUN on it.
+func reapingMultipath(t *testing.T) (*initiator.Multipath, *initiator.LUN, []*fakeISERConns) {
+	t.Helper()
+	cfg := initiator.MultipathConfig{NoPathTimeout: 5 * time.Second}
+	fakes := []*fakeISERConns{{}, {}}
+	for i, f := range fakes {
+		nc := fakeISERNexusConfig(fmt.Sprint("mpreap", i), 8)
+		nc.Portals = []string{fmt.Sprintf("fake-iser-%d:3260", i)}
+		initiator.SetNexusConnect(&nc, f.connect(1<<12, 8))
+		cfg.Paths = append(cfg.Paths, nc)
+	}
+	m, err := initiator.DialMultipath(ctx5(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	l, err := initiator.OpenLUN(ctx5(t), m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, l, fakes
+}
+
+// TestMultipathReaperHandover: a frontend loop takes the completion
+// queues of both paths of a Multipath at once, through one descriptor:
+// while it holds them the reads on either path end inside Reap, and no
+// second loop gets them. Released, the paths' pollers complete again.
+// When one path's connection goes, Reap reports the end and the loop is
+// told; the next set has the path that is left, and when the lost path
+// logs in again the loop is told once more, and the set after has both.
+// Closing with a set held does not hang.
+func TestMultipathReaperHandover(t *testing.T) {
+	m, l, fakes := reapingMultipath(t)
+	var _ blockdev.Reaping = m
+	revoked := make(chan struct{}, 8)
+	revoke := func() { revoked <- struct{}{} }
+	d := &reapDone{errs: make(chan error, 8)}
+	bufs := make([][]byte, 4)
+	for i := range bufs {
+		bufs[i] = make([]byte, 4096)
+	}
+	// readAll starts one read per buffer (round-robin: both paths) and
+	// reaps rp until they all ended inside Reap.
+	readAll := func(rp blockdev.Reaper) {
+		t.Helper()
+		before, outside := d.reaped.Load(), d.outside.Load()
+		for i, b := range bufs {
+			l.StartRead(b, int64(i)*4096, d, uint32(i))
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := d.outside.Load() - outside; n != 0 {
+			t.Fatalf("%d reads ended without the loop reaping", n)
+		}
+		for d.reaped.Load()-before < int32(len(bufs)) {
+			if !d.reap(t, rp) {
+				t.Fatal("Reap reported the end of live paths")
+			}
+		}
+		for range bufs {
+			d.wait(t)
+		}
+	}
+
+	rp, ok := l.Reaper(revoke)
+	if !ok {
+		t.Fatal("a LUN over a two-path Multipath did not hand its completion queues over")
+	}
+	if _, ok := l.Reaper(revoke); ok {
+		t.Fatal("a second loop got the completion queues too")
+	}
+	readAll(rp)
+	for i, p := range m.Paths() {
+		if p.IOs < 2 {
+			t.Errorf("path %d carried %d reads: both paths must be reaped", i, p.IOs)
+		}
+	}
+	rp.Release()
+	rp.Release() // idempotent
+	l.StartRead(bufs[0], 0, d, 9)
+	d.wait(t)
+	if d.outside.Load() != 1 {
+		t.Fatal("after Release a read did not end through the paths' pollers")
+	}
+
+	// One path's connection goes.
+	rp, ok = l.Reaper(revoke)
+	if !ok {
+		t.Fatal("the completion queues could not be taken again after Release")
+	}
+	first := fakes[0].conn(0)
+	first.Disconnect()
+	for d.reap(t, rp) {
+	}
+	select {
+	case <-revoked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop was not told that a path's connection went")
+	}
+	rp.Release()
+	for len(revoked) > 0 {
+		<-revoked
+	}
+	// The next set: taken as soon as one path can hand its queue over.
+	deadline := time.Now().Add(5 * time.Second)
+	var rp2 blockdev.Reaper
+	for rp2 == nil && time.Now().Before(deadline) {
+		if rp2, ok = l.Reaper(revoke); !ok {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if rp2 == nil {
+		t.Fatal("no set could be taken after a path's connection went")
+	}
+	// The lost path logs in again (its Nexus reconnects): the loop is
+	// told, and the set after that has both paths' queues.
+	for fakes[0].conn(-1) == first && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-revoked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loop was not told that a path logged in again")
+	}
+	if rp2.Reap() {
+		t.Fatal("Reap of a revoked set reported it live")
+	}
+	rp2.Release()
+	var rp3 blockdev.Reaper
+	for rp3 == nil && time.Now().Before(deadline) {
+		if rp3, ok = l.Reaper(revoke); !ok {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if rp3 == nil {
+		t.Fatal("no set could be taken after the path came back")
+	}
+	// Both paths usable again (checked) before the reads.
+	for time.Now().Before(deadline) {
+		up := 0
+		for _, p := range m.Paths() {
+			if p.State == initiator.PathUp {
+				up++
+			}
+		}
+		if up == 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	readAll(rp3)
+
+	// The loop keeps reaping while the paths log out (their responses
+	// come through it) until Reap reports the end.
+	loopOut := make(chan struct{})
+	go func() {
+		defer close(loopOut)
+		fds := []unix.PollFd{{Fd: int32(rp3.Fd()), Events: unix.POLLIN}}
+		for {
+			_, _ = unix.Poll(fds, 20)
+			if !rp3.Reap() {
+				rp3.Release()
+				return
+			}
+		}
+	}()
+	closed := make(chan struct{})
+	go func() {
+		m.Close()
+		close(closed)
+	}()
+	for _, c := range []chan struct{}{closed, loopOut} {
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close, or the loop's end, hung while a loop held the completion queues")
+		}
+	}
+	if rp3.Reap() {
+		t.Fatal("Reap after Close reported live paths")
+	}
+}
