@@ -6,3 +6,11 @@ import "context"
 func SetNexusConnect(cfg *NexusConfig, f func(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session, error)) {
 	cfg.connect = f
 }
+
+// BacklogCap is the capacity of the Session's backlog of Submits waiting
+// for a command entry.
+func BacklogCap(s *Session) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cap(s.backlog)
+}

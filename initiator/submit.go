@@ -50,9 +50,25 @@ func (s *Session) Submit(c *Command, done CommandDone, tag Tag) error {
 	q := queuedCmd{c: *c, done: done, cookie: tag}
 	q.cdbLen = copy(q.cdb[:], c.CDB)
 	q.c.CDB = nil
+	s.compactBacklogLocked()
 	s.backlog = append(s.backlog, q)
 	s.mu.Unlock()
 	return nil
+}
+
+// compactBacklogLocked moves the waiting Submits to the front of a full
+// backlog when at least half of it has been taken: under a load that never
+// lets the backlog drain, its storage then follows the Submits waiting
+// (at most four times their peak) instead of growing by one entry per
+// command. Each move copies at most as many entries as were taken since
+// the last, so a Submit's cost stays constant on average.
+func (s *Session) compactBacklogLocked() {
+	if s.bhead == 0 || len(s.backlog) < cap(s.backlog) || s.bhead < len(s.backlog)/2 {
+		return
+	}
+	n := copy(s.backlog, s.backlog[s.bhead:])
+	clear(s.backlog[n:]) // no CommandDone kept alive by a taken entry
+	s.backlog, s.bhead = s.backlog[:n], 0
 }
 
 // queuedCmd is a Submit waiting for a command entry.
