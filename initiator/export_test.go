@@ -14,3 +14,11 @@ func BacklogCap(s *Session) int {
 	defer s.mu.Unlock()
 	return cap(s.backlog)
 }
+
+// SetReaperScanHook makes m's Reaper run f as it starts its scan of the
+// paths.
+func SetReaperScanHook(m *Multipath, f func()) { m.scanHook = f }
+
+// PathsChanged tells m that a path changed, as a login or a lost
+// session does.
+func PathsChanged(m *Multipath) { m.pathsChanged() }

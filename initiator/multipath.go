@@ -197,6 +197,11 @@ type Multipath struct {
 	cmds    freelist.List[mpCmd]
 	batches freelist.List[mpBatch]
 	reaper  atomic.Pointer[mpReaper] // the set a loop took last, until Release
+	// pathGen counts path changes (pathsChanged): a set whose build saw
+	// it move may miss the path that changed, and ends at its first Reap.
+	pathGen atomic.Uint64
+	// scanHook, when set (tests), runs as Reaper starts its scan.
+	scanHook func()
 }
 
 // DialMultipath logs in through every path. It fails only when no path

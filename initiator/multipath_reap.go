@@ -40,6 +40,13 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 	// Nothing is allocated, and no descriptor made, while no path could
 	// hand its queue over (TCP paths, no session): the loop asks on
 	// every wake-up then.
+	// A path that changes during the scan may be one already passed over
+	// while no set was held for pathsChanged to revoke: the generation
+	// read first tells (below).
+	gen := m.pathGen.Load()
+	if m.scanHook != nil {
+		m.scanHook()
+	}
 	var r *mpReaper
 	for _, p := range m.paths {
 		nx := p.nx.Load()
@@ -83,6 +90,9 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 		}
 		return nil, false
 	}
+	if m.pathGen.Load() != gen {
+		r.revoke() // the loop's first Reap reports the end; the next set follows
+	}
 	return r, true
 }
 
@@ -95,6 +105,7 @@ func (r *mpReaper) revoke() {
 // pathsChanged revokes the reaper a loop holds, if any: a path got a
 // session (or lost one), and the next set should follow.
 func (m *Multipath) pathsChanged() {
+	m.pathGen.Add(1)
 	if r := m.reaper.Load(); r != nil {
 		r.revoke()
 	}

@@ -193,3 +193,32 @@ func TestMultipathReaperHandover(t *testing.T) {
 		t.Fatal("Reap after Close reported live paths")
 	}
 }
+
+// TestMultipathReaperSeesAChangeDuringItsBuild: a path that changes as a
+// loop's set is being built (a path passed over logs in before the set is
+// held where pathsChanged looks) ends that set at its first Reap, so that
+// the loop's next set includes the path; a build that saw no change stays
+// live.
+func TestMultipathReaperSeesAChangeDuringItsBuild(t *testing.T) {
+	m, l, _ := reapingMultipath(t)
+	revoke := func() {}
+	rp, ok := l.Reaper(revoke)
+	if !ok {
+		t.Fatal("no set over two live paths")
+	}
+	if !rp.Reap() {
+		t.Fatal("a set built with no path change reported its end")
+	}
+	rp.Release()
+
+	initiator.SetReaperScanHook(m, func() { initiator.PathsChanged(m) })
+	rp, ok = l.Reaper(revoke)
+	initiator.SetReaperScanHook(m, nil)
+	if !ok {
+		t.Fatal("no set over two live paths")
+	}
+	defer rp.Release()
+	if rp.Reap() {
+		t.Fatal("a set built across a path change reported itself live: the changed path could be missing from it")
+	}
+}
