@@ -238,7 +238,7 @@ func TestConnectCHAPResponseUnanswered(t *testing.T) {
 	}()
 	cfg := initiator.SessionConfig{LoginConfig: initiator.LoginConfig{InitiatorName: "iqn.2026-11.test:i", TargetName: "iqn.2026-11.test:t"}}
 	chapCreds(false)(&cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := initiator.LoginContext(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	addr := ln.Addr().String()
 	_, err = initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: addr}, cfg)

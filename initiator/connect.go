@@ -56,7 +56,11 @@ func connectOnce(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session
 	dm, err := DialDatamover(dctx, dc)
 	if err != nil {
 		if dctx.Err() == context.DeadlineExceeded {
-			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(dctx, start), Connecting: true}
+			to := allowed(dctx, start)
+			if dc.ConnectTimeout > 0 && dc.ConnectTimeout < to {
+				to = dc.ConnectTimeout // the dial's own bound fired
+			}
+			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: to, Connecting: true}
 		}
 		return nil, err
 	}
@@ -98,9 +102,37 @@ func (e *LoginTimeoutError) Error() string {
 // Unwrap returns context.DeadlineExceeded.
 func (e *LoginTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
+// loginTimeoutKey holds, in a LoginContext, a loginTimeout.
+type loginTimeoutKey struct{}
+
+// loginTimeout is the timeout a LoginContext was given and the deadline
+// it set: a context under it whose deadline is another (a parent's that
+// comes sooner, a child's) is not bounded by it.
+type loginTimeout struct {
+	timeout  time.Duration
+	deadline time.Time
+}
+
+// LoginContext is ctx with a deadline timeout from now for a dial and
+// login: a LoginTimeoutError from Connect under it names timeout as given
+// (when that deadline is the one that bounds the login).
+// (Under a plain deadline the error names the time left when Connect
+// started, rounded, which a loaded machine can make read 490ms for 500.)
+func LoginContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	own := time.Now().Add(timeout)
+	ctx, cancel := context.WithDeadline(ctx, own)
+	if dl, _ := ctx.Deadline(); !dl.Equal(own) {
+		return ctx, cancel // a parent's deadline comes sooner and bounds it
+	}
+	return context.WithValue(ctx, loginTimeoutKey{}, loginTimeout{timeout, own}), cancel
+}
+
 // allowed is the time ctx gave from start, rounded for a message.
 func allowed(ctx context.Context, start time.Time) time.Duration {
 	dl, ok := ctx.Deadline()
+	if lt, set := ctx.Value(loginTimeoutKey{}).(loginTimeout); set && ok && dl.Equal(lt.deadline) {
+		return lt.timeout
+	}
 	if !ok {
 		return time.Since(start).Round(time.Millisecond)
 	}

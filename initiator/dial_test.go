@@ -69,7 +69,7 @@ func TestDialISERHintsWithoutDevice(t *testing.T) {
 // context.DeadlineExceeded.
 func TestConnectNoLoginResponse(t *testing.T) {
 	addr := testnet.SilentListener(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := initiator.LoginContext(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := initiator.Connect(ctx, initiator.DialConfig{Transport: initiator.TransportTCP, Addr: addr},
 		initiator.SessionConfig{LoginConfig: initiator.LoginConfig{InitiatorName: "iqn.2026-11.test:i", TargetName: "iqn.2026-11.test:t"}})

@@ -214,7 +214,7 @@ func (e portalErrors) Unwrap() []error { return e }
 // connect (0: no bound of its own), the whole attempt within connect plus
 // timeout.
 func (n *Nexus) login(ctx context.Context, i int, connect, timeout time.Duration) (*Session, error) {
-	ctx, cancel := context.WithTimeout(ctx, connect+timeout)
+	ctx, cancel := LoginContext(ctx, connect+timeout)
 	defer cancel()
 	dc := n.cfg.Dial
 	dc.Addr = n.cfg.Portals[i]

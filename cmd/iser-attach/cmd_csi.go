@@ -171,7 +171,7 @@ func scanPool(ctx context.Context, sp *lunSpec) ([]csi.LU, error) {
 // where the LUN reads unmapped blocks as zeros, else zero-filled writes),
 // then flushes.
 func wipeLUN(ctx context.Context, sp *lunSpec, lun uint16, luid string) error {
-	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
+	lctx, cancel := initiator.LoginContext(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
 	defer cancel()
 	nx, log, err := loginSpec(lctx, sp)
 	if err != nil {

@@ -122,7 +122,7 @@ type lunSpec struct {
 func (sp *lunSpec) addDiscoveredPortals(ctx context.Context) {
 	given := append([]string(nil), sp.Portals...)
 	for _, addr := range given {
-		dctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout)
+		dctx, cancel := initiator.LoginContext(ctx, sp.LoginTimeout)
 		targets, err := discovery.SendTargets(dctx, discovery.Config{Portal: addr, InitiatorName: sp.InitiatorName,
 			CHAP: sp.CHAP, Logger: logger})
 		cancel()
@@ -300,7 +300,7 @@ func openLUN(ctx context.Context, sp *lunSpec) (*lunConn, error) {
 	if sp.AllPortals {
 		sp.addDiscoveredPortals(ctx)
 	}
-	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
+	lctx, cancel := initiator.LoginContext(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
 	defer cancel()
 	nx, log, err := loginSpec(lctx, sp)
 	if err != nil {

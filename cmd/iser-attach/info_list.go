@@ -15,7 +15,7 @@ import (
 // LUNS, then INQUIRY and, for disks, READ CAPACITY and the VPD pages), as a
 // table or as a JSON array of info --json objects.
 func listLUNs(ctx context.Context, sp *lunSpec, asJSON bool) error {
-	lctx, cancel := context.WithTimeout(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
+	lctx, cancel := initiator.LoginContext(ctx, sp.LoginTimeout*time.Duration(len(sp.Portals)))
 	defer cancel()
 	nx, _, err := loginSpec(lctx, sp)
 	if err != nil {
