@@ -37,6 +37,12 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 	if m.isClosed() {
 		return nil, false
 	}
+	// One set at a time: while a loop holds one, another loop's ask
+	// (--queues, NBD connections) allocates nothing and leaves the held
+	// set where pathsChanged finds it.
+	if m.reaper.Load() != nil {
+		return nil, false
+	}
 	// Nothing is allocated, and no descriptor made, while no path could
 	// hand its queue over (TCP paths, no session): the loop asks on
 	// every wake-up then.

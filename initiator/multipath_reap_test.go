@@ -222,3 +222,27 @@ func TestMultipathReaperSeesAChangeDuringItsBuild(t *testing.T) {
 		t.Fatal("a set built across a path change reported itself live: the changed path could be missing from it")
 	}
 }
+
+// TestMultipathSecondLoopAsksForNothing: while one loop holds the set,
+// another loop's ask (it is woken for every completion of its own I/O)
+// allocates nothing, and the held set is still the one a path change
+// revokes.
+func TestMultipathSecondLoopAsksForNothing(t *testing.T) {
+	m, l, _ := reapingMultipath(t)
+	rp, ok := l.Reaper(func() {})
+	if !ok {
+		t.Fatal("no set over two live paths")
+	}
+	defer rp.Release()
+	if n := testing.AllocsPerRun(50, func() {
+		if _, ok := l.Reaper(func() {}); ok {
+			t.Fatal("a second loop got the completion queues too")
+		}
+	}); n != 0 {
+		t.Errorf("a second loop's ask allocated %v times", n)
+	}
+	initiator.PathsChanged(m)
+	if rp.Reap() {
+		t.Fatal("after a second loop asked, a path change no longer revoked the held set")
+	}
+}
