@@ -22,3 +22,10 @@ func SetReaperScanHook(m *Multipath, f func()) { m.scanHook = f }
 // PathsChanged tells m that a path changed, as a login or a lost
 // session does.
 func PathsChanged(m *Multipath) { m.pathsChanged() }
+
+// PathNexus is the current Nexus of m's path i (nil before its first
+// login).
+func PathNexus(m *Multipath, i int) *Nexus { return m.paths[i].nx.Load() }
+
+// PartialReaps is how many Reaps a Multipath set missing a path lives.
+const PartialReaps = partialReaps

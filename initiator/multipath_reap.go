@@ -28,7 +28,18 @@ type mpReaper struct {
 	ended    atomic.Bool
 	once     sync.Once // revoked is called once
 	released bool      // the loop's: Release is idempotent
+	// partial: a path that could hand its queue over refused as the set
+	// was built (its datamover still had PDUs from before the inline
+	// handler, as right after a login). Such a set ends after
+	// partialReaps Reaps, so that the loop's next one can include the path
+	// (no event tells when it would accept).
+	partial bool
+	reaps   int // the loop's: Reaps of a partial set
 }
+
+// partialReaps is how many Reaps a partial set lives (loop wake-ups: a
+// rebuild costs an allocation and an epoll descriptor).
+const partialReaps = 256
 
 // Reaper implements blockdev.Reaping: the completion queues of every
 // path that can hand its queue over now (an iSER path with a session,
@@ -68,6 +79,7 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 		}
 		sub, ok := nx.Reaper(r.revoke)
 		if !ok {
+			r.partial = true
 			continue
 		}
 		if r.epfd < 0 {
@@ -125,6 +137,12 @@ func (r *mpReaper) Fd() int { return r.epfd }
 func (r *mpReaper) Reap() bool {
 	if r.ended.Load() {
 		return false
+	}
+	if r.partial {
+		if r.reaps++; r.reaps > partialReaps {
+			r.revoke()
+			return false
+		}
 	}
 	live := true
 	for _, sub := range r.subs {

@@ -246,3 +246,41 @@ func TestMultipathSecondLoopAsksForNothing(t *testing.T) {
 		t.Fatal("after a second loop asked, a path change no longer revoked the held set")
 	}
 }
+
+// TestMultipathPartialSetIsRebuilt: a path that refuses its queue as the
+// set is built (here because something else holds it; after a login,
+// because its datamover still has PDUs queued) is left out of the set,
+// which then ends after PartialReaps Reaps so that the loop's next set
+// has every path; a full set does not end so.
+func TestMultipathPartialSetIsRebuilt(t *testing.T) {
+	m, l, _ := reapingMultipath(t)
+	held, ok := initiator.PathNexus(m, 1).Reaper(func() {})
+	if !ok {
+		t.Fatal("path 1's queue could not be taken")
+	}
+	rp, ok := l.Reaper(func() {})
+	if !ok {
+		t.Fatal("no set while path 0 could hand its queue over")
+	}
+	held.Release() // path 1 would accept now; nothing tells the set
+	n := 0
+	for rp.Reap() {
+		if n++; n > 10*initiator.PartialReaps {
+			t.Fatal("a set missing a path never ended")
+		}
+	}
+	rp.Release()
+	if n < initiator.PartialReaps/2 {
+		t.Errorf("a set missing a path ended after %d Reaps, want about %d", n, initiator.PartialReaps)
+	}
+	rp, ok = l.Reaper(func() {})
+	if !ok {
+		t.Fatal("no set after the partial one")
+	}
+	defer rp.Release()
+	for i := range 2 * initiator.PartialReaps {
+		if !rp.Reap() {
+			t.Fatalf("a set of both paths ended after %d Reaps", i)
+		}
+	}
+}
