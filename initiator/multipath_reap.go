@@ -54,9 +54,6 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 	if m.reaper.Load() != nil {
 		return nil, false
 	}
-	// Nothing is allocated, and no descriptor made, while no path could
-	// hand its queue over (TCP paths, no session): the loop asks on
-	// every wake-up then.
 	// A path that changes during the scan may be one already passed over
 	// while no set was held for pathsChanged to revoke: the generation
 	// read first tells (below).
@@ -64,6 +61,9 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 	if m.scanHook != nil {
 		m.scanHook()
 	}
+	// Nothing is allocated, and no descriptor made, while no path could
+	// hand its queue over (TCP paths, no session): the loop asks on
+	// every wake-up then.
 	var r *mpReaper
 	for _, p := range m.paths {
 		nx := p.nx.Load()
@@ -74,8 +74,10 @@ func (m *Multipath) Reaper(revoked func()) (blockdev.Reaper, bool) {
 			r = &mpReaper{m: m, revoked: revoked, epfd: -1}
 			// Held before the paths are asked: a path that changes
 			// meanwhile revokes r, and the loop's first Reap reports
-			// the end.
-			m.reaper.Store(r)
+			// the end. Another loop that got here first keeps its set.
+			if !m.reaper.CompareAndSwap(nil, r) {
+				return nil, false
+			}
 		}
 		sub, ok := nx.Reaper(r.revoke)
 		if !ok {

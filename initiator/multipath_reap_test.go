@@ -284,3 +284,33 @@ func TestMultipathPartialSetIsRebuilt(t *testing.T) {
 		}
 	}
 }
+
+// TestMultipathConcurrentAsksKeepOneSet: a second loop asking while the
+// first one's set is being built (here, from inside the build) gets the
+// queues first; the first build then gives up instead of taking the
+// slot pathsChanged reads, so a path change still revokes the held set.
+func TestMultipathConcurrentAsksKeepOneSet(t *testing.T) {
+	m, l, _ := reapingMultipath(t)
+	var inner blockdev.Reaper
+	initiator.SetReaperScanHook(m, func() {
+		initiator.SetReaperScanHook(m, nil)
+		rp, ok := l.Reaper(func() {})
+		if !ok {
+			t.Error("the second ask got no set")
+			return
+		}
+		inner = rp
+	})
+	if rp, ok := l.Reaper(func() {}); ok {
+		rp.Release()
+		t.Fatal("two loops got sets over the same paths")
+	}
+	if inner == nil {
+		t.FailNow()
+	}
+	defer inner.Release()
+	initiator.PathsChanged(m)
+	if inner.Reap() {
+		t.Fatal("after a concurrent ask a path change no longer revoked the held set")
+	}
+}
