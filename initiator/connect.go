@@ -56,11 +56,7 @@ func connectOnce(ctx context.Context, dc DialConfig, sc SessionConfig) (*Session
 	dm, err := DialDatamover(dctx, dc)
 	if err != nil {
 		if dctx.Err() == context.DeadlineExceeded {
-			to := allowed(dctx, start)
-			if dc.ConnectTimeout > 0 && dc.ConnectTimeout < to {
-				to = dc.ConnectTimeout // the dial's own bound fired
-			}
-			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: to, Connecting: true}
+			return nil, &LoginTimeoutError{Addr: dc.Addr, Timeout: allowed(dctx, start), Connecting: true}
 		}
 		return nil, err
 	}
@@ -114,10 +110,11 @@ type loginTimeout struct {
 }
 
 // LoginContext is ctx with a deadline timeout from now for a dial and
-// login: a LoginTimeoutError from Connect under it names timeout as given
-// (when that deadline is the one that bounds the login).
-// (Under a plain deadline the error names the time left when Connect
-// started, rounded, which a loaded machine can make read 490ms for 500.)
+// login: a LoginTimeoutError from Connect under it names timeout as given,
+// while that deadline is the one that bounds the login (a dial's shorter
+// ConnectTimeout, or a sooner parent deadline, is named as the time left).
+// Under a plain deadline the error names the time left when Connect
+// started, rounded, which a loaded machine can make read 490ms for 500.
 func LoginContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	own := time.Now().Add(timeout)
 	ctx, cancel := context.WithDeadline(ctx, own)
