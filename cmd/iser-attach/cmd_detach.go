@@ -17,7 +17,7 @@ import (
 func detachCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "detach",
-		Usage:     "flush, remove the device and log out; refused while the device is mounted unless --force",
+		Usage:     "flush, remove the device and log out (or remove a ublk device a stopped daemon left); refused while the device is in use unless --force",
 		ArgsUsage: "NAME|DEVICE",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "detach even when the device is in use"}},
 		Action: func(c *cli.Context) error {
@@ -28,7 +28,19 @@ func detachCommand() *cli.Command {
 			defer cancel()
 			path, st, err := volume.Find(ctx, c.Args().First())
 			if err != nil {
-				return err
+				name := c.Args().First()
+				if strings.Contains(name, "/") {
+					return err
+				}
+				left, dev, lerr := detachLeftDevice(ctx, name, c.Bool("force"))
+				if !left {
+					return err
+				}
+				if lerr != nil {
+					return lerr
+				}
+				fmt.Printf("removed %s (%s), left by a previous server of the volume\n", name, dev)
+				return nil
 			}
 			if !c.Bool("force") {
 				if busy, where := volume.InUse(st.Device); busy {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -36,4 +37,38 @@ func checkLeftDevice(name, frontend string) error {
 	return fmt.Errorf("volume %s: %s, left by a previous server of the volume, still exists; --frontend %s would open a second device on the same LUN: "+
 		"attach the volume with the ublk frontend to take it over (then `iser-attach detach %s`, with --force if it is in use, removes it)",
 		name, ublk.BlockPath(st.ID), frontend, name)
+}
+
+// leftDevicePath and removeLeftDevice are the block device of a left ublk
+// device and its removal (STOP_DEV, DEL_DEV; refused while a live process
+// serves it). Tests replace them.
+var (
+	leftDevicePath   = ublk.BlockPath
+	removeLeftDevice = ublk.Remove
+)
+
+// detachLeftDevice is detach for a volume no daemon serves any more whose
+// ublk device a previous server left quiesced (SIGTERM while it was in
+// use, a crash): the device is removed, its state and links with it. ok is
+// false when name records no such device, and detach reports the volume
+// not attached. Without force, a device in use (in any mount namespace,
+// or when that cannot be told) stays; with force, I/O it holds fails.
+func detachLeftDevice(ctx context.Context, name string, force bool) (ok bool, dev string, err error) {
+	st, found := volume.ReadState(name)
+	if !found || st.Frontend != "ublk" || !leftDeviceExists(st.ID) {
+		return false, "", nil
+	}
+	dev = leftDevicePath(st.ID)
+	if !force {
+		if busy, where := volume.InUse(dev); busy {
+			return true, dev, fmt.Errorf("%s (%s), left by a previous server of the volume, is in use (%s); unmount it first, "+
+				"attach the volume with the ublk frontend to take it over, or use --force (the I/O it holds then fails)", name, dev, where)
+		}
+	}
+	if err := removeLeftDevice(ctx, st.ID); err != nil {
+		return true, dev, fmt.Errorf("detach %s: remove %s, left by a previous server of the volume: %w", name, dev, err)
+	}
+	volume.RemoveState(name)
+	removeLinks(name, dev, st.LUN.WWN)
+	return true, dev, nil
 }

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/iser-attach/iser-attach/internal/looptest"
+	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
 )
 
@@ -38,5 +44,92 @@ func TestAttachRefusesOtherFrontendOverLeftDevice(t *testing.T) {
 	_, err = runInProcess(attach...)
 	if err == nil || strings.Contains(err.Error(), "still exists") || logins.Load() == 0 {
 		t.Fatalf("attach with the device gone: %v (%d logins)", err, logins.Load())
+	}
+}
+
+// leftDeviceEnv records a ublk device (id 3) left by a stopped daemon of
+// volume db, shown by the block device dev; it returns how many times
+// detach removed it.
+func leftDeviceEnv(t *testing.T, dev string) *int {
+	t.Helper()
+	removed := new(int)
+	oldExists, oldPath, oldRemove := leftDeviceExists, leftDevicePath, removeLeftDevice
+	leftDeviceExists = func(id int) bool { return id == 3 && *removed == 0 }
+	leftDevicePath = func(id int) string { return dev }
+	removeLeftDevice = func(_ context.Context, id int) error {
+		if id != 3 {
+			t.Errorf("removed ublk device %d, not 3", id)
+		}
+		*removed++
+		return nil
+	}
+	t.Cleanup(func() { leftDeviceExists, leftDevicePath, removeLeftDevice = oldExists, oldPath, oldRemove })
+	if err := volume.WriteState("db", volume.State{Frontend: "ublk", ID: 3, Device: "/dev/ublkb3", PID: 99,
+		LUN: volume.Identity{WWN: "naa.1", Size: 1 << 20, BlockSize: 512}}); err != nil {
+		t.Fatal(err)
+	}
+	return removed
+}
+
+// A daemon stopped while its ublk device was in use left it quiesced, and
+// no daemon answers for the volume: detach removes that device once
+// nothing uses it. While it is mounted in another mount namespace, only
+// --force removes it. Before, detach said the volume was not attached and
+// the device stayed until a reboot or a takeover.
+func TestDetachRemovesLeftDevice(t *testing.T) {
+	volumeEnv(t)
+	dev := looptest.Device(t)
+	end := looptest.MountElsewhere(t, dev)
+	removed := leftDeviceEnv(t, dev)
+	_, err := runInProcess("detach", "db")
+	want := "db (" + dev + "), left by a previous server of the volume, is in use (" + claimedReason
+	if err == nil || !strings.HasPrefix(err.Error(), want) || *removed != 0 {
+		t.Fatalf("detach of a left device mounted elsewhere: %v (removed %d times)\nwant prefix %s", err, *removed, want)
+	}
+	if _, ok := volume.ReadState("db"); !ok {
+		t.Fatal("refused detach forgot the volume's state")
+	}
+	end()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = runInProcess("detach", "db")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the kernel unmounts a moment after the namespace ends
+	}
+	if err != nil || *removed != 1 {
+		t.Fatalf("detach of a left device nothing uses: %v (removed %d times)", err, *removed)
+	}
+	if _, ok := volume.ReadState("db"); ok {
+		t.Fatal("the removed device's state is still recorded")
+	}
+	if _, err := runInProcess("detach", "db"); err == nil || err.Error() != `no attached volume named or at "db"` {
+		t.Fatalf("second detach: %v", err)
+	}
+}
+
+// --force removes a left device even while it is mounted elsewhere (the
+// I/O it holds fails); a removal the driver refuses is reported and the
+// state kept.
+func TestDetachForceRemovesLeftDeviceInUse(t *testing.T) {
+	volumeEnv(t)
+	dev := looptest.Device(t)
+	looptest.MountElsewhere(t, dev)
+	removed := leftDeviceEnv(t, dev)
+	fail := removeLeftDevice
+	removeLeftDevice = func(context.Context, int) error {
+		return fmt.Errorf("ublk remove dev 3: %w", ublk.ErrServed)
+	}
+	_, err := runInProcess("detach", "--force", "db")
+	if err == nil || !errors.Is(err, ublk.ErrServed) || !strings.HasPrefix(err.Error(), "detach db: remove "+dev+", left by a previous server") {
+		t.Fatalf("detach --force with the removal refused: %v", err)
+	}
+	if _, ok := volume.ReadState("db"); !ok {
+		t.Fatal("failed removal forgot the volume's state")
+	}
+	removeLeftDevice = fail
+	if _, err := runInProcess("detach", "--force", "db"); err != nil || *removed != 1 {
+		t.Fatalf("detach --force of a left device in use: %v (removed %d times)", err, *removed)
 	}
 }
