@@ -294,6 +294,13 @@ e2e)
 		systemd_test "$f" || rc=1
 	done
 	OUT=$E2E_OUT
+	# A CI log is often read from its end only: repeat what each failed guest test printed
+	# last (its log's tail, which names the cause) after everything else.
+	for t in $(awk '$1 == "FAIL" { print $2 }' "$OUT/summary.txt" 2>/dev/null || true); do
+		[ -s "$OUT/$t/log" ] || continue
+		say "$t failed; the end of its log ($OUT/$t/log):"
+		{ grep -v '^--- step .*: ok (' "$OUT/$t/log" || true; } | tail -n 25 | cut -c1-300 | sed 's/^/vmlab:   | /' >&2
+	done
 	# The guest's summary.txt has a PASS or FAIL line per test: end with the
 	# plain count that test runners and CI read.
 	passed=$(grep -c '^PASS ' "$OUT/summary.txt" 2>/dev/null || true)
