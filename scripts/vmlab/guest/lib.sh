@@ -922,6 +922,43 @@ bench_table() {
 
 # ---- runner ----
 
+# vmlab_leftovers TEST: what TEST left that the next test would trip on, each named (one line
+# for summary.txt, empty when nothing) and removed: iser-attach processes (SIGTERM, then
+# SIGKILL after 10 s), ublk devices their daemons left (detach --force of each state file's
+# volume), connected nbd devices (nbd-client -d). A failed test's cleanup may not get that far;
+# without this, one failure shows up again in later tests that check nothing is left.
+vmlab_leftovers() {
+	_lo=
+	for _p in $(pgrep -x iser-attach); do
+		_lo="$_lo iser-attach[$_p]"
+		kill -TERM "$_p" 2>/dev/null
+	done
+	for _ in $(seq 50); do
+		pgrep -x iser-attach >/dev/null || break
+		sleep 0.2
+	done
+	pkill -KILL -x iser-attach 2>/dev/null && sleep 0.5
+	for _s in /run/iser-attach/*.state; do
+		[ -e "$_s" ] || continue
+		_n=$(basename "$_s" .state)
+		if timeout 30 "$VMLAB_BIN/iser-attach" detach --force "$_n" >/dev/null 2>&1; then
+			_lo="$_lo left-device:$_n"
+		fi
+		rm -f "$_s"
+	done
+	for _b in /sys/block/ublkb*; do
+		[ -e "$_b" ] && _lo="$_lo ${_b##*/}(not removed)"
+	done
+	for _p in /sys/block/nbd*/pid; do
+		[ -e "$_p" ] || continue
+		_d=${_p%/pid}
+		_d=/dev/${_d##*/}
+		_lo="$_lo $_d"
+		nbd-client -d "$_d" >/dev/null 2>&1
+	done
+	[ -z "$_lo" ] || echo "LEFT by $1:$_lo"
+}
+
 vmlab_reset() {
 	_r=0
 	iscsi_logout_all || _r=1
@@ -979,6 +1016,11 @@ vmlab_run_dir() {
 			tail -n 12 "$VMLAB_RESULTS/log" | sed "s/^/vmlab:   | /"
 			echo "FAIL $_base ${_dt}s exit=$_rc ${_why}" >>"$VMLAB_OUT/summary.txt"
 			_fails=$((_fails + 1))
+		fi
+		_left=$(vmlab_leftovers "$_base" 2>>"$VMLAB_RESULTS/log")
+		if [ -n "$_left" ]; then
+			vmlab_log "$_left"
+			echo "$_left" >>"$VMLAB_OUT/summary.txt"
 		fi
 		vmlab_reset >>"$VMLAB_RESULTS/log" 2>&1 || {
 			vmlab_log "FAIL reset after $_base (see $_base/log)"
