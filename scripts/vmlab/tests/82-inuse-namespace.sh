@@ -9,8 +9,9 @@
 #     and the ublk takeover: no second device on the same LUN, no session;
 # (d) a new daemon takes the same /dev/ublkbN over, the waiting I/O completes, and every file
 #     reads back with its checksum through `nsenter -t PID -m` after caches are dropped;
-# (e) the namespace gone (its last process killed, the kernel unmounts soon after), detach
-#     works and removes the device.
+# (e) the namespace gone (its last process killed, the kernel unmounts soon after), a second
+#     SIGTERM while a process holds the device open leaves it again; detach with no daemon
+#     refuses while it is open and removes it once that process is gone.
 # Before InUse asked the kernel (O_EXCL), (a)'s detach removed the device and (b)'s SIGTERM
 # removed it too: the filesystem in the namespace got I/O errors.
 . "$VMLAB_LIB"
@@ -26,6 +27,7 @@ cleanup() {
 	set +e
 	[ -z "${BG_PID:-}" ] || kill "$BG_PID" 2>/dev/null
 	[ -z "${NS_PID:-}" ] || kill "$NS_PID" 2>/dev/null
+	[ -z "${HOLD_PID:-}" ] || kill "$HOLD_PID" 2>/dev/null
 	timeout 30 iser-attach detach --force "$name" >/dev/null 2>&1
 	cp /run/iser-attach/"$name".log "$VMLAB_RESULTS/" 2>/dev/null
 }
@@ -135,9 +137,45 @@ readback() {
 }
 step readback readback
 
-# (e) The namespace ends; its mount goes with it and detach works.
+# (e) The namespace ends; its mount goes with it (the daemon serves the unmount's writes).
+# A process then holds the device open (a raw-device user): SIGTERM leaves the device again,
+# that process exits, and detach, with no daemon to ask, removes the left device. (A mount on
+# a left device cannot end by itself: its unmount writes wait for the next server.)
 step ns-end kill "$NS_PID"
 NS_PID=
-step detach-after-ns wait_for 30 iser-attach detach "$name"
-step device-removed sh -c "! test -b $dev"
+step ns-unmounted wait_for 30 sh -c '! grep -qs " /dev/ublkb" /proc/[0-9]*/mountinfo'
+sleep 3600 <"$dev" &
+HOLD_PID=$!
+pid=$(daemon_pid)
+step sigterm-again kill -TERM "$pid"
+left_open() {
+	for _ in $(seq 1 90); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.5
+	done
+	! kill -0 "$pid" 2>/dev/null || { echo "daemon $pid still running"; return 1; }
+	grep "left it for the next attach" /run/iser-attach/"$name".log | tail -n 1 | grep -q "open by pid $HOLD_PID" || {
+		tail -n 5 /run/iser-attach/"$name".log
+		return 1
+	}
+	test -b "$dev" && test -f /run/iser-attach/"$name".state
+}
+step daemon-left-device-open left_open
+detach_left() {
+	iser-attach detach "$name" >/tmp/nsvol-left.out 2>&1
+	_rc=$?
+	cat /tmp/nsvol-left.out
+	return $_rc
+}
+not_detached() { ! detach_left; }
+step detach-left-refused-while-open not_detached
+grep -q "left by a previous server of the volume, is in use" /tmp/nsvol-left.out ||
+	fail "step detach-left-refused-while-open: not refused as in use: $(cat /tmp/nsvol-left.out)"
+step holder-exit kill "$HOLD_PID"
+wait "$HOLD_PID" 2>/dev/null || true
+HOLD_PID=
+step detach-left wait_for 20 detach_left
+grep -qx "removed $name ($dev), left by a previous server of the volume" /tmp/nsvol-left.out ||
+	fail "step detach-left: printed $(cat /tmp/nsvol-left.out)"
+step device-removed sh -c "! test -b $dev && ! test -e /run/iser-attach/$name.state && ! test -e /dev/iser/$name"
 step lio-teardown lio_teardown
