@@ -209,11 +209,14 @@ echo "soak: order: $(echo $order)"
 
 survived=0 verrs=0 hung_fio=0 i=0
 : >/tmp/soak.kinds
+: >/tmp/soak.why # one line per fault not survived and per early stop, restated at the end
 for kind in $order; do
 	i=$((i + 1))
 	lbl=$(printf 'f%02d-%s' "$i" "$kind")
 	st_a=$(vol_status "$na") && st_b=$(vol_status "$nb") || {
-		echo "soak $lbl: no status for a volume; stopping"
+		echo "soak $lbl: no status for a volume; stopping; list: $(timeout 10 iser-attach list --json 2>&1 | jq -c 'map({name, state, pid})' 2>/dev/null)" |
+			tee -a /tmp/soak.why
+		tail -n 5 /run/iser-attach/$na.log /run/iser-attach/$nb.log 2>/dev/null
 		break
 	}
 	ra=$(echo "$st_a" | jq .recoveries) pa=$(echo "$st_a" | jq .pid) ta=$(echo "$st_a" | jq .command_timeouts)
@@ -270,14 +273,16 @@ for kind in $order; do
 		survived=$((survived + 1))
 		echo "soak $lbl: survived ($survived so far)"
 	else
-		echo "soak $lbl: NOT survived: $why"
+		echo "soak $lbl: NOT survived: $why" | tee -a /tmp/soak.why
 	fi
 	if dmesg | tail -n +$((dmesg_mark + 1)) | grep -E -m 3 'BUG:|Oops|blocked for more than'; then
-		echo "soak: the guest kernel oopsed or hung during $lbl (above; console.log has the trace); the $((N - i)) faults left count as not survived"
+		echo "soak: the guest kernel oopsed or hung during $lbl (above; console.log has the trace); the $((N - i)) faults left count as not survived" |
+			tee -a /tmp/soak.why
 		break
 	fi
 	dev_present "$deva" && dev_present "$devb" || {
-		echo "soak: a device is gone after $lbl; the $((N - i)) faults left count as not survived"
+		echo "soak: a device is gone after $lbl (A $deva: $(dev_present "$deva" && echo present || echo gone), B $devb: $(dev_present "$devb" && echo present || echo gone)); the $((N - i)) faults left count as not survived" |
+			tee -a /tmp/soak.why
 		break
 	}
 done
@@ -308,7 +313,9 @@ for k in $KINDS; do
 	awk -v k="$k" '$1 == k { n++; s += $2 } END { printf "fault %s: %d/%d survived\n", k, s, n }' /tmp/soak.kinds
 done
 echo "soak: seed $SEED, filesystem and kernel log $([ $fs_ok = 1 ] && echo clean || echo NOT clean)"
-[ "$survived" = "$N" ] && [ "$verrs" = 0 ] && [ "$hung" = 0 ] && [ $fs_ok = 1 ] ||
+if ! { [ "$survived" = "$N" ] && [ "$verrs" = 0 ] && [ "$hung" = 0 ] && [ $fs_ok = 1 ]; }; then
+	cat /tmp/soak.why
 	fail "soak: not every fault survived cleanly (seed $SEED)"
+fi
 step detach-a ia detach "$na"
 step detach-b ia detach "$nb"
