@@ -53,12 +53,24 @@ var (
 // false when name records no such device, and detach reports the volume
 // not attached. Without force, a device in use (in any mount namespace,
 // or when that cannot be told) stays; with force, I/O it holds fails.
+//
+// It holds the volume's attach lock throughout, so an attach taking the
+// device over meanwhile makes it fail (naming that attach) rather than
+// remove the device under it.
 func detachLeftDevice(ctx context.Context, name string, force bool) (ok bool, dev string, err error) {
 	st, found := volume.ReadState(name)
 	if !found || st.Frontend != "ublk" || !leftDeviceExists(st.ID) {
 		return false, "", nil
 	}
 	dev = leftDevicePath(st.ID)
+	lock, err := volume.AcquireLock(name)
+	if err != nil {
+		return true, dev, fmt.Errorf("detach %s: %w", name, err)
+	}
+	defer lock.Close()
+	if st2, found := volume.ReadState(name); !found || st2 != st {
+		return true, dev, fmt.Errorf("detach %s: the volume's device changed while detach looked at it; run detach again", name)
+	}
 	if !force {
 		if busy, where := volume.InUse(dev); busy {
 			return true, dev, fmt.Errorf("%s (%s), left by a previous server of the volume, is in use (%s); unmount it first, "+

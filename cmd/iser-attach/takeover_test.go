@@ -89,7 +89,19 @@ func TestDetachRemovesLeftDevice(t *testing.T) {
 	if _, ok := volume.ReadState("db"); !ok {
 		t.Fatal("refused detach forgot the volume's state")
 	}
+	// An attach holding the volume's lock (taking the device over) makes
+	// detach fail rather than remove the device under it.
+	lock, err := volume.AcquireLock("db")
+	if err != nil {
+		t.Fatal(err)
+	}
 	end()
+	_, err = runInProcess("detach", "--force", "db")
+	var held *volume.AttachedError
+	if !errors.As(err, &held) || *removed != 0 {
+		t.Fatalf("detach --force while an attach holds the lock: %v (removed %d times)", err, *removed)
+	}
+	lock.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err = runInProcess("detach", "db")
