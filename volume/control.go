@@ -309,27 +309,45 @@ func List(ctx context.Context) ([]Status, error) {
 
 // queryDir asks every control socket in dir for its status, in no
 // particular order. Sockets nobody serves any more are removed; a socket
-// that fails otherwise is skipped.
+// that fails otherwise is skipped. The sockets are asked at once, each
+// within ctx and at most socketAnswerTimeout: one daemon slow to answer
+// (or stuck) must not use up ctx and hide every volume after it.
 func queryDir(ctx context.Context, dir string) ([]Status, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.sock"))
 	if err != nil {
 		return nil, err
 	}
-	var out []Status
-	for _, p := range paths {
-		resp, err := Query(ctx, p, Request{Op: "status"})
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused") {
-				_ = os.Remove(p)
+	answers := make([]*Status, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			qctx, cancel := context.WithTimeout(ctx, socketAnswerTimeout)
+			defer cancel()
+			resp, err := Query(qctx, p, Request{Op: "status"})
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) || strings.Contains(err.Error(), "connection refused") {
+					_ = os.Remove(p)
+				}
+				return
 			}
-			continue
-		}
-		if resp.Status != nil {
-			out = append(out, *resp.Status)
+			answers[i] = resp.Status
+		}()
+	}
+	wg.Wait()
+	var out []Status
+	for _, st := range answers {
+		if st != nil {
+			out = append(out, *st)
 		}
 	}
 	return out, nil
 }
+
+// socketAnswerTimeout bounds one control socket's status answer in a
+// listing. A test shortens it.
+var socketAnswerTimeout = 5 * time.Second
 
 // Find returns the control socket of the volume named nameOrDevice, or of
 // the volume whose device is nameOrDevice (/dev/ublkb0, /dev/nbd1).

@@ -161,3 +161,44 @@ func TestControlSocketPrivateFromTheStart(t *testing.T) {
 		t.Fatalf("umask left at %#o", u)
 	}
 }
+
+// A daemon that accepts on its control socket but never answers (stuck)
+// costs a listing at most socketAnswerTimeout, and hides no other volume.
+// Before, the sockets were asked one after another within the caller's
+// context: a stuck "a" used it up and "b", answering, was left out.
+func TestListSurvivesAStuckDaemon(t *testing.T) {
+	tempRunDir(t)
+	old := socketAnswerTimeout
+	socketAnswerTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { socketAnswerTimeout = old })
+	stuck, err := net.Listen("unix", SocketPath("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	go func() {
+		for {
+			c, err := stuck.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // accepted, never answered
+		}
+	}()
+	fc := &fakeController{st: Status{Name: "b", Device: "/dev/ublkb1"}, detached: make(chan bool, 1)}
+	s, err := ListenControl("b", fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	all, err := List(ctx)
+	if err != nil || len(all) != 1 || all[0].Name != "b" {
+		t.Fatalf("list with a stuck daemon: %v %+v (after %v)", err, all, time.Since(start))
+	}
+	if _, err := os.Stat(SocketPath("a")); err != nil {
+		t.Fatalf("a stuck daemon's socket was removed: %v", err)
+	}
+}
