@@ -216,7 +216,7 @@ for kind in $order; do
 	st_a=$(vol_status "$na") && st_b=$(vol_status "$nb") || {
 		echo "soak $lbl: no status for a volume; stopping; list: $(timeout 10 iser-attach list --json 2>&1 | jq -c 'map({name, state, pid})' 2>/dev/null)" |
 			tee -a /tmp/soak.why
-		tail -n 5 /run/iser-attach/$na.log /run/iser-attach/$nb.log 2>/dev/null
+		tail -n 5 /run/iser-attach/$na.log /run/iser-attach/$nb.log 2>/dev/null || true
 		break
 	}
 	ra=$(echo "$st_a" | jq .recoveries) pa=$(echo "$st_a" | jq .pid) ta=$(echo "$st_a" | jq .command_timeouts)
