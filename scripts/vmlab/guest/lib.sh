@@ -931,7 +931,7 @@ vmlab_leftovers() {
 	_lo=
 	for _p in $(pgrep -x iser-attach); do
 		_lo="$_lo iser-attach[$_p]"
-		kill -TERM "$_p" 2>/dev/null
+		kill -TERM "$_p" 2>/dev/null || true
 	done
 	for _ in $(seq 50); do
 		pgrep -x iser-attach >/dev/null || break
