@@ -80,22 +80,26 @@ step detach-refused refused
 
 # (b) SIGTERM leaves the device quiesced.
 step sigterm kill -TERM "$pid"
+# left WHY: the daemon $pid exited, logging that it left the device in use for WHY (a pattern),
+# and the device and its state file stay.
 left() {
 	for _ in $(seq 1 90); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
 	! kill -0 "$pid" 2>/dev/null || { echo "daemon $pid still running"; return 1; }
-	grep "left it for the next attach" /run/iser-attach/"$name".log | tail -n 1 |
-		grep -q "claimed by another user" || {
+	grep "left it for the next attach" /run/iser-attach/"$name".log | tail -n 1 | grep -q "$1" || {
 		tail -n 20 /run/iser-attach/"$name".log
 		return 1
 	}
 	test -b "$dev" || { echo "$dev removed"; return 1; }
 	test -f /run/iser-attach/"$name".state || { echo "state file removed"; return 1; }
+}
+left_mounted() {
+	left "claimed by another user" || return 1
 	in_ns "mountpoint -q $mnt" || { echo "$mnt no longer mounted in the namespace"; return 1; }
 }
-step daemon-left-device left
+step daemon-left-device left_mounted
 # I/O issued while nobody serves the device waits for the next server.
 (in_ns "head -c 4M /dev/urandom >$mnt/b && sync -f $mnt/b && cd $mnt && sha256sum b >/tmp/nsvol-b.sum") &
 BG_PID=$!
@@ -148,19 +152,7 @@ sleep 3600 <"$dev" &
 HOLD_PID=$!
 pid=$(daemon_pid)
 step sigterm-again kill -TERM "$pid"
-left_open() {
-	for _ in $(seq 1 90); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.5
-	done
-	! kill -0 "$pid" 2>/dev/null || { echo "daemon $pid still running"; return 1; }
-	grep "left it for the next attach" /run/iser-attach/"$name".log | tail -n 1 | grep -q "open by pid $HOLD_PID" || {
-		tail -n 5 /run/iser-attach/"$name".log
-		return 1
-	}
-	test -b "$dev" && test -f /run/iser-attach/"$name".state
-}
-step daemon-left-device-open left_open
+step daemon-left-device-open left "open by pid $HOLD_PID"
 detach_left() {
 	iser-attach detach "$name" >/tmp/nsvol-left.out 2>&1
 	_rc=$?
