@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iser-attach/iser-attach/internal/proc"
 )
 
 // Device is one ublk device served by this process: /dev/ublkbN, backed by a
@@ -223,27 +225,10 @@ var ErrServed = errors.New("device is served by a live process")
 // (it then quiesces it for recovery), so only the process tells.
 func checkUnserved(info DevInfo) error {
 	pid := int(info.ServerPID)
-	if info.State != stateLive || pid <= 0 || pid == os.Getpid() || !processAlive(pid) {
+	if info.State != stateLive || pid <= 0 || pid == os.Getpid() || !proc.Alive(pid) {
 		return nil
 	}
 	return fmt.Errorf("%w: pid %d serves %s", ErrServed, pid, CharPath(int(info.DevID)))
-}
-
-// processAlive reports whether pid is a process that has not exited: it
-// exists and is not a zombie (whose files, the char device among them,
-// are closed already).
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// pid (comm) S ...: the state follows the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return false
-	}
-	return s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
 // openChecked opens the control device and checks the driver's features,

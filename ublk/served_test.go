@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/iser-attach/iser-attach/internal/proc"
 )
 
 // A live device whose server is a live process is neither taken over nor
@@ -26,7 +28,7 @@ func TestCheckUnserved(t *testing.T) {
 	// Not reaped yet: a zombie once it has exited.
 	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(zombie.Process.Pid) + "/stat")
-		if len(b) > 0 && !processAlive(zombie.Process.Pid) {
+		if len(b) > 0 && !proc.Alive(zombie.Process.Pid) {
 			break
 		}
 		if time.Since(start) > 5*time.Second {
