@@ -370,6 +370,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 	if err := checkLeftDevice(name, sp.Frontend); err != nil {
 		return err
 	}
+	releaseLeftNBD(ctx, name)
 	me, err := listenMetrics(sp.MetricsListen)
 	if err != nil {
 		return err

@@ -32,14 +32,14 @@ func detachCommand() *cli.Command {
 				if strings.Contains(name, "/") {
 					return err
 				}
-				left, dev, lerr := detachLeftDevice(ctx, name, c.Bool("force"))
+				left, msg, lerr := detachLeftDevice(ctx, name, c.Bool("force"))
 				if !left {
 					return err
 				}
 				if lerr != nil {
 					return lerr
 				}
-				fmt.Printf("removed %s (%s), left by a previous server of the volume\n", name, dev)
+				fmt.Println(msg)
 				return nil
 			}
 			if !c.Bool("force") {

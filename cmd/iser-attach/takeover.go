@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
+	nbdkernel "github.com/iser-attach/iser-attach/nbd/kernel"
 	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -47,40 +50,106 @@ var (
 	removeLeftDevice = ublk.Remove
 )
 
+// leftNBDConfigured, leftNBDPath and removeLeftNBD are the same for a
+// kernel NBD device a server left configured (SIGKILL, a crash): whether
+// it still is, with the volume's backend identifier; its block device;
+// its NBD_CMD_DISCONNECT (refused while the process that configured it
+// lives). Tests replace them.
+var (
+	leftNBDConfigured = nbdkernel.Configured
+	leftNBDPath       = nbdkernel.DevicePath
+	removeLeftNBD     = nbdkernel.Remove
+)
+
+// nbdBackendID is the backend identifier a volume's kernel NBD device is
+// configured with (sysfs shows it as /sys/block/nbdN/backend): how a later
+// process tells the volume's device from any other.
+func nbdBackendID(name string) string { return "iser-attach:" + name }
+
+// nbdRemoveTimeout bounds the wait for a disconnected NBD device to be
+// freed (it is not while a mount or a process holds it).
+const nbdRemoveTimeout = 10 * time.Second
+
+// leftDevice is a device a previous server of a volume left behind.
+type leftDevice struct {
+	path   string
+	remove func(context.Context) error
+}
+
+// leftDeviceOf returns the device st records for volume name if it still
+// exists as that server left it: a ublk device (quiesced, or dead), a
+// kernel NBD device still configured with the volume's backend.
+func leftDeviceOf(name string, st volume.State) (leftDevice, bool) {
+	switch st.Frontend {
+	case "ublk":
+		if !leftDeviceExists(st.ID) {
+			return leftDevice{}, false
+		}
+		return leftDevice{path: leftDevicePath(st.ID), remove: func(ctx context.Context) error {
+			return removeLeftDevice(ctx, st.ID)
+		}}, true
+	case "nbd":
+		if !leftNBDConfigured(st.ID, nbdBackendID(name)) {
+			return leftDevice{}, false
+		}
+		return leftDevice{path: leftNBDPath(st.ID), remove: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, nbdRemoveTimeout)
+			defer cancel()
+			return removeLeftNBD(ctx, st.ID, nbdBackendID(name))
+		}}, true
+	}
+	return leftDevice{}, false
+}
+
 // detachLeftDevice is detach for a volume no daemon serves any more whose
-// ublk device a previous server left quiesced (SIGTERM while it was in
-// use, a crash): the device is removed, its state and links with it. ok is
+// device a previous server left: a ublk device quiesced by a SIGTERM while
+// it was in use or by a crash, a kernel NBD device still configured after
+// a crash. The device is removed, its state and links with it. ok is
 // false when name records no such device, and detach reports the volume
 // not attached. Without force, a device in use (in any mount namespace,
-// or when that cannot be told) stays; with force, I/O it holds fails.
+// or when that cannot be told) stays; with force, I/O it holds fails (a
+// kernel NBD device held open is disconnected, and freed by the kernel
+// when its last user closes it). msg says what was done.
 //
 // It holds the volume's attach lock throughout, so an attach taking the
 // device over meanwhile makes it fail (naming that attach) rather than
 // remove the device under it.
-func detachLeftDevice(ctx context.Context, name string, force bool) (ok bool, dev string, err error) {
+func detachLeftDevice(ctx context.Context, name string, force bool) (ok bool, msg string, err error) {
 	st, found := volume.ReadState(name)
-	if !found || st.Frontend != "ublk" || !leftDeviceExists(st.ID) {
+	if !found {
 		return false, "", nil
 	}
-	dev = leftDevicePath(st.ID)
+	left, found := leftDeviceOf(name, st)
+	if !found {
+		return false, "", nil
+	}
+	dev := left.path
 	lock, err := volume.AcquireLock(name)
 	if err != nil {
-		return true, dev, fmt.Errorf("detach %s: %w", name, err)
+		return true, "", fmt.Errorf("detach %s: %w", name, err)
 	}
 	defer lock.Close()
 	if st2, found := volume.ReadState(name); !found || st2 != st {
-		return true, dev, fmt.Errorf("detach %s: the volume's device changed while detach looked at it; run detach again", name)
+		return true, "", fmt.Errorf("detach %s: the volume's device changed while detach looked at it; run detach again", name)
 	}
 	if !force {
 		if busy, where := volume.InUse(dev); busy {
-			return true, dev, fmt.Errorf("%s (%s), left by a previous server of the volume, is in use (%s); unmount it first, "+
-				"attach the volume with the ublk frontend to take it over, or use --force (the I/O it holds then fails)", name, dev, where)
+			hint := "attach the volume with the ublk frontend to take it over, "
+			if st.Frontend != "ublk" {
+				hint = ""
+			}
+			return true, "", fmt.Errorf("%s (%s), left by a previous server of the volume, is in use (%s); unmount it first, "+
+				"%sor use --force (the I/O it holds then fails)", name, dev, where, hint)
 		}
 	}
-	if err := removeLeftDevice(ctx, st.ID); err != nil {
-		return true, dev, fmt.Errorf("detach %s: remove %s, left by a previous server of the volume: %w", name, dev, err)
+	msg = fmt.Sprintf("removed %s (%s), left by a previous server of the volume", name, dev)
+	if err := left.remove(ctx); err != nil {
+		if !force || !errors.Is(err, nbdkernel.ErrHeldOpen) {
+			return true, "", fmt.Errorf("detach %s: remove %s, left by a previous server of the volume: %w", name, dev, err)
+		}
+		msg = fmt.Sprintf("disconnected %s (%s), left by a previous server of the volume; it is still open, and the kernel frees it when its last user closes it", name, dev)
 	}
 	volume.RemoveState(name)
 	removeLinks(name, dev, st.LUN.WWN)
-	return true, dev, nil
+	return true, msg, nil
 }

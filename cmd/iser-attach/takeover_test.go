@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iser-attach/iser-attach/internal/looptest"
+	nbdkernel "github.com/iser-attach/iser-attach/nbd/kernel"
 	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -143,5 +144,131 @@ func TestDetachForceRemovesLeftDeviceInUse(t *testing.T) {
 	removeLeftDevice = fail
 	if _, err := runInProcess("detach", "--force", "db"); err != nil || *removed != 1 {
 		t.Fatalf("detach --force of a left device in use: %v (removed %d times)", err, *removed)
+	}
+}
+
+// leftNBDEnv records a kernel NBD device (index 3) that a crashed daemon
+// of volume db left configured, shown by the block device dev. removeErr,
+// when set, is what the removal returns (it still counts as a
+// disconnect). It returns how many times the device was disconnected.
+func leftNBDEnv(t *testing.T, dev string, removeErr *error) *int {
+	t.Helper()
+	disconnects := new(int)
+	configured := true
+	oldConf, oldPath, oldRemove := leftNBDConfigured, leftNBDPath, removeLeftNBD
+	leftNBDConfigured = func(index int, backend string) bool {
+		return index == 3 && backend == "iser-attach:db" && configured
+	}
+	leftNBDPath = func(int) string { return dev }
+	removeLeftNBD = func(_ context.Context, index int, backend string) error {
+		if index != 3 || backend != "iser-attach:db" {
+			t.Errorf("disconnected nbd%d of backend %q, not nbd3 of iser-attach:db", index, backend)
+		}
+		*disconnects++
+		if removeErr != nil && *removeErr != nil {
+			return *removeErr
+		}
+		configured = false
+		return nil
+	}
+	t.Cleanup(func() { leftNBDConfigured, leftNBDPath, removeLeftNBD = oldConf, oldPath, oldRemove })
+	if err := volume.WriteState("db", volume.State{Frontend: "nbd", ID: 3, Device: "/dev/nbd3", PID: 99,
+		LUN: volume.Identity{WWN: "naa.1", Size: 1 << 20, BlockSize: 512}}); err != nil {
+		t.Fatal(err)
+	}
+	return disconnects
+}
+
+// A kernel NBD device whose daemon was killed stays configured (the
+// kernel waits for a disconnect): detach with no daemon answering
+// disconnects it, once nothing uses it. Before, detach said the volume was
+// not attached and the device stayed until `nbd-client -d`.
+func TestDetachRemovesLeftNBDDevice(t *testing.T) {
+	volumeEnv(t)
+	dev := looptest.Device(t)
+	end := looptest.MountElsewhere(t, dev)
+	disconnects := leftNBDEnv(t, dev, nil)
+	_, err := runInProcess("detach", "db")
+	want := "db (" + dev + "), left by a previous server of the volume, is in use (" + claimedReason
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "); unmount it first, or use --force") || *disconnects != 0 {
+		t.Fatalf("detach of a left nbd device mounted elsewhere: %v (%d disconnects)\nwant prefix %s", err, *disconnects, want)
+	}
+	end()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = runInProcess("detach", "db")
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the kernel unmounts a moment after the namespace ends
+	}
+	if err != nil || *disconnects != 1 {
+		t.Fatalf("detach of a left nbd device nothing uses: %v (%d disconnects)", err, *disconnects)
+	}
+	if _, ok := volume.ReadState("db"); ok {
+		t.Fatal("the removed device's state is still recorded")
+	}
+	if _, err := runInProcess("detach", "db"); err == nil || err.Error() != `no attached volume named or at "db"` {
+		t.Fatalf("second detach: %v", err)
+	}
+}
+
+// With --force a left nbd device in use is disconnected: the kernel keeps
+// it until its last user closes it, and detach says so rather than fail.
+// Without --force a device found still open after the disconnect (used in
+// a way the in-use check missed) is an error, and the state stays for a
+// later detach; so is a device whose configuring process lives.
+func TestDetachForceDisconnectsLeftNBDDeviceInUse(t *testing.T) {
+	volumeEnv(t)
+	dev := looptest.Device(t)
+	var removeErr error
+	disconnects := leftNBDEnv(t, dev, &removeErr)
+
+	removeErr = fmt.Errorf("nbd remove /dev/nbd3: %w: pid 7 configured it", nbdkernel.ErrServed)
+	if _, err := runInProcess("detach", "--force", "db"); !errors.Is(err, nbdkernel.ErrServed) {
+		t.Fatalf("detach --force of a device a live process configured: %v", err)
+	}
+	removeErr = fmt.Errorf("nbd remove /dev/nbd3: %w (mounted, or open in a process)", nbdkernel.ErrHeldOpen)
+	if _, err := runInProcess("detach", "db"); !errors.Is(err, nbdkernel.ErrHeldOpen) {
+		t.Fatalf("detach of a device still open after the disconnect: %v", err)
+	}
+	if _, ok := volume.ReadState("db"); !ok {
+		t.Fatal("a failed removal forgot the volume's state")
+	}
+	looptest.MountElsewhere(t, dev)
+	if _, err := runInProcess("detach", "--force", "db"); err != nil || *disconnects != 3 {
+		t.Fatalf("detach --force of a left nbd device in use: %v (%d disconnects)", err, *disconnects)
+	}
+	if _, ok := volume.ReadState("db"); ok {
+		t.Fatal("the disconnected device's state is still recorded")
+	}
+}
+
+// An attach of the volume first disconnects the nbd device a killed
+// daemon left, unless it is in use: then it stays (and the attach goes on
+// with another device).
+func TestAttachReleasesLeftNBDDevice(t *testing.T) {
+	volumeEnv(t)
+	dev := looptest.Device(t)
+	end := looptest.MountElsewhere(t, dev)
+	disconnects := leftNBDEnv(t, dev, nil)
+	releaseLeftNBD(context.Background(), "db")
+	if _, ok := volume.ReadState("db"); !ok || *disconnects != 0 {
+		t.Fatalf("a left nbd device in use: %d disconnects, state kept %v; want none, true", *disconnects, ok)
+	}
+	end()
+	deadline := time.Now().Add(10 * time.Second)
+	for *disconnects == 0 && time.Now().Before(deadline) {
+		releaseLeftNBD(context.Background(), "db")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, ok := volume.ReadState("db"); ok || *disconnects != 1 {
+		t.Fatalf("a left nbd device nothing uses: %d disconnects, state kept %v; want 1, false", *disconnects, ok)
+	}
+	// A ublk record is not ours to release.
+	leftDeviceEnv(t, dev)
+	releaseLeftNBD(context.Background(), "db")
+	if st, ok := volume.ReadState("db"); !ok || st.Frontend != "ublk" || *disconnects != 1 {
+		t.Fatalf("releaseLeftNBD with a ublk record: state %+v %v, %d disconnects", st, ok, *disconnects)
 	}
 }

@@ -124,7 +124,7 @@ func attach(ctx context.Context, tr transport, syncFn func(string) error, srv *n
 		return nil, fmt.Errorf("nbd kernel attach %q: %w", export, err)
 	}
 	d.index = index
-	d.path = fmt.Sprintf("/dev/nbd%d", index)
+	d.path = DevicePath(index)
 	d.log = d.log.With().Str("device", d.path).Logger()
 	d.log.Info().Int("connections", len(cfg.fds)).Uint64("size", cfg.sizeBytes).
 		Uint64("block_size", cfg.blockSizeBytes).Uint64("server_flags", cfg.serverFlags).

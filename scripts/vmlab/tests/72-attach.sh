@@ -6,7 +6,8 @@
 # counter), umount, detach, attach again, checksums verified; a new ublk device's I/O scheduler
 # none, mq-deadline with --io-scheduler keep; fio verify=crc32c at QD32; two LUNs
 # attached at once; the daemon killed with SIGKILL during fio verify and restarted: ublk user
-# recovery takes the device over, no verify error. --read-only for both frontends.
+# recovery takes the device over, no verify error. --read-only for both frontends. A kernel NBD
+# daemon killed with SIGKILL: detach, or the next attach, disconnects the device it left.
 . "$VMLAB_LIB"
 set -eu
 
@@ -131,4 +132,42 @@ recover() {
 	ia detach rec
 }
 step ublk-sigkill-recovery recover
+
+# SIGKILL of a kernel NBD daemon: the kernel keeps /dev/nbdN configured (sysfs pid and backend
+# stay) with its sockets dead. detach with no daemon disconnects it; a new attach of the volume
+# disconnects it first, so the device is not left behind next to the new one.
+nbd_configured() { # nbd_configured DEV: sysfs says DEV is configured by iser-attach:rec
+	test -e "/sys/block/${1#/dev/}/pid" && test "$(cat "/sys/block/${1#/dev/}/backend")" = iser-attach:rec
+}
+nbd_killed() {
+	for how in detach attach; do
+		dev=$(ia attach --daemon --frontend nbd --transport iser --portal "$portal" --target "$iqn" --lun 0 --name rec) || return 1
+		pid=$(ia list --json | jq -r '.[] | select(.name == "rec") | .pid')
+		verify_rw "$dev" 4 || return 1
+		kill -9 "$pid"
+		wait_for 10 sh -c "! kill -0 $pid 2>/dev/null" || return 1
+		echo "killed daemon $pid of $dev"
+		nbd_configured "$dev" || { echo "$dev not configured after the kill (the kernel let it go)"; return 1; }
+		case $how in
+		detach)
+			out=$(ia detach rec) || return 1
+			echo "$out"
+			echo "$out" | grep -q "^removed rec ($dev), left by a previous server" || return 1
+			;;
+		attach)
+			dev2=$(ia attach --daemon --frontend nbd --transport iser --portal "$portal" --target "$iqn" --lun 0 --name rec) || return 1
+			echo "attached again as $dev2"
+			for p in /sys/block/nbd*/pid; do # only the new device is configured
+				[ ! -e "$p" ] || [ "$p" = "/sys/block/${dev2#/dev/}/pid" ] || { echo "left configured: $p"; return 1; }
+			done
+			verify_rw "$dev2" 4 || return 1
+			ia detach rec || return 1
+			;;
+		esac
+		for p in /sys/block/nbd*/pid; do
+			[ ! -e "$p" ] || { echo "left configured: $p"; return 1; }
+		done
+	done
+}
+step nbd-sigkill-left nbd_killed
 step lio-teardown lio_teardown
