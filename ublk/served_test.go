@@ -4,11 +4,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strconv"
 	"testing"
-	"time"
 
-	"github.com/iser-attach/iser-attach/internal/proc"
+	"github.com/iser-attach/iser-attach/internal/proc/proctest"
 )
 
 // A live device whose server is a live process is neither taken over nor
@@ -20,25 +18,7 @@ func TestCheckUnserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = live.Process.Kill(); _ = live.Wait() }()
-	zombie := exec.Command("true")
-	if err := zombie.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = zombie.Wait() }()
-	// Not reaped yet: a zombie once it has exited.
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(zombie.Process.Pid) + "/stat")
-		if len(b) > 0 && !proc.Alive(zombie.Process.Pid) {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("true(1) never became a zombie")
-		}
-	}
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
+	zombie, gone := proctest.Zombie(t), proctest.Exited(t)
 	for _, tc := range []struct {
 		name   string
 		info   DevInfo
@@ -46,8 +26,8 @@ func TestCheckUnserved(t *testing.T) {
 	}{
 		{"live, server alive", DevInfo{DevID: 2, State: stateLive, ServerPID: int32(live.Process.Pid)}, true},
 		{"live, server is us", DevInfo{DevID: 2, State: stateLive, ServerPID: int32(os.Getpid())}, false},
-		{"live, server a zombie", DevInfo{DevID: 2, State: stateLive, ServerPID: int32(zombie.Process.Pid)}, false},
-		{"live, server gone", DevInfo{DevID: 2, State: stateLive, ServerPID: int32(gone.Process.Pid)}, false},
+		{"live, server a zombie", DevInfo{DevID: 2, State: stateLive, ServerPID: int32(zombie)}, false},
+		{"live, server gone", DevInfo{DevID: 2, State: stateLive, ServerPID: int32(gone)}, false},
 		{"quiesced", DevInfo{DevID: 2, State: stateQuiesced, ServerPID: int32(live.Process.Pid)}, false},
 		{"dead", DevInfo{DevID: 2, State: stateDead, ServerPID: int32(live.Process.Pid)}, false},
 	} {

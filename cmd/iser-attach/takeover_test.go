@@ -103,21 +103,35 @@ func TestDetachRemovesLeftDevice(t *testing.T) {
 		t.Fatalf("detach --force while an attach holds the lock: %v (removed %d times)", err, *removed)
 	}
 	lock.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err = runInProcess("detach", "db")
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the kernel unmounts a moment after the namespace ends
-	}
+	err = detachOnceUnmounted("db")
 	if err != nil || *removed != 1 {
 		t.Fatalf("detach of a left device nothing uses: %v (removed %d times)", err, *removed)
 	}
-	if _, ok := volume.ReadState("db"); ok {
+	checkForgotten(t, "db")
+}
+
+// detachOnceUnmounted runs detach NAME until it succeeds, for up to 10 s:
+// the kernel unmounts a moment after a mount namespace ends. It returns
+// the last error.
+func detachOnceUnmounted(name string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := runInProcess("detach", name)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkForgotten checks that a removed left device's volume is gone: no
+// state recorded, and a second detach finds nothing.
+func checkForgotten(t *testing.T, name string) {
+	t.Helper()
+	if _, ok := volume.ReadState(name); ok {
 		t.Fatal("the removed device's state is still recorded")
 	}
-	if _, err := runInProcess("detach", "db"); err == nil || err.Error() != `no attached volume named or at "db"` {
+	if _, err := runInProcess("detach", name); err == nil || err.Error() != `no attached volume named or at "`+name+`"` {
 		t.Fatalf("second detach: %v", err)
 	}
 }
@@ -194,23 +208,11 @@ func TestDetachRemovesLeftNBDDevice(t *testing.T) {
 		t.Fatalf("detach of a left nbd device mounted elsewhere: %v (%d disconnects)\nwant prefix %s", err, *disconnects, want)
 	}
 	end()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err = runInProcess("detach", "db")
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the kernel unmounts a moment after the namespace ends
-	}
+	err = detachOnceUnmounted("db")
 	if err != nil || *disconnects != 1 {
 		t.Fatalf("detach of a left nbd device nothing uses: %v (%d disconnects)", err, *disconnects)
 	}
-	if _, ok := volume.ReadState("db"); ok {
-		t.Fatal("the removed device's state is still recorded")
-	}
-	if _, err := runInProcess("detach", "db"); err == nil || err.Error() != `no attached volume named or at "db"` {
-		t.Fatalf("second detach: %v", err)
-	}
+	checkForgotten(t, "db")
 }
 
 // With --force a left nbd device in use is disconnected: the kernel keeps

@@ -2,32 +2,13 @@ package proc
 
 import (
 	"os"
-	"os/exec"
 	"strconv"
 	"testing"
-	"time"
+
+	"github.com/iser-attach/iser-attach/internal/proc/proctest"
 )
 
 func TestAlive(t *testing.T) {
-	zombie := exec.Command("true")
-	if err := zombie.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = zombie.Wait() }()
-	// Not reaped: /proc keeps it, as a zombie, once it has exited.
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(zombie.Process.Pid) + "/stat")
-		if len(b) > 0 && !Alive(zombie.Process.Pid) {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("true(1) never showed as a zombie")
-		}
-	}
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name string
 		pid  int
@@ -35,7 +16,8 @@ func TestAlive(t *testing.T) {
 	}{
 		{"this process", os.Getpid(), true},
 		{"a thread of it", otherThread(t), true},
-		{"exited and reaped", gone.Process.Pid, false},
+		{"a zombie", proctest.Zombie(t), false},
+		{"exited and reaped", proctest.Exited(t), false},
 		{"pid 0", 0, false},
 		{"negative", -1, false},
 	} {

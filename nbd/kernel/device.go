@@ -309,24 +309,7 @@ func syncDevice(path string) error {
 }
 
 // waitUnbound polls NBD_CMD_STATUS until the device has no configuration.
-func (d *Device) waitUnbound(ctx context.Context) error {
-	delay := 10 * time.Millisecond
-	for {
-		st, err := d.cl.status(ctx, d.index)
-		if err != nil {
-			return fmt.Errorf("waiting for the device to unbind: %w", err)
-		}
-		if len(st) == 0 || !st[0].Connected {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("device still configured after NBD_CMD_DISCONNECT (mounted or held open?): %w", ctx.Err())
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
-	}
-}
+func (d *Device) waitUnbound(ctx context.Context) error { return d.cl.waitUnbound(ctx, d.index) }
 
 // Close detaches the device if Detach has not been called, giving it 30
 // seconds; otherwise it waits for that Detach. It returns Detach's result.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink/nl"
 )
@@ -119,6 +120,28 @@ func (c *client) disconnect(ctx context.Context, index int) error {
 		return fmt.Errorf("NBD_CMD_DISCONNECT nbd%d: %w", index, err)
 	}
 	return nil
+}
+
+// waitUnbound polls NBD_CMD_STATUS until device index has no
+// configuration. One still configured when ctx ends is held open (a mount,
+// a process): ErrHeldOpen.
+func (c *client) waitUnbound(ctx context.Context, index int) error {
+	delay := 10 * time.Millisecond
+	for {
+		st, err := c.status(ctx, index)
+		if err != nil {
+			return fmt.Errorf("waiting for the device to unbind: %w", err)
+		}
+		if len(st) == 0 || !st[0].Connected {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("device still configured after NBD_CMD_DISCONNECT: %w (mounted, or open in a process): %w", ErrHeldOpen, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
 }
 
 // status sends NBD_CMD_STATUS for one device, or every device when index

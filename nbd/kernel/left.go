@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/iser-attach/iser-attach/internal/proc"
 )
@@ -85,22 +84,10 @@ func remove(ctx context.Context, tr transport, sys string, index int, backend st
 	if err := cl.disconnect(ctx, index); err != nil {
 		return fmt.Errorf("nbd remove %s: %w", dev, err)
 	}
-	delay := 10 * time.Millisecond
-	for {
-		st, err := cl.status(ctx, index)
-		if err == nil && (len(st) == 0 || !st[0].Connected) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("nbd remove %s: %w", dev, err)
-			}
-			return fmt.Errorf("nbd remove %s: %w (mounted, or open in a process)", dev, ErrHeldOpen)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 200*time.Millisecond)
+	if err := cl.waitUnbound(ctx, index); err != nil {
+		return fmt.Errorf("nbd remove %s: %w", dev, err)
 	}
+	return nil
 }
 
 // DevicePath is the block device of nbd device index.

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iser-attach/iser-attach/internal/proc/proctest"
 )
 
 // leftSys writes a sysfs tree in which nbd index is configured by pid
@@ -37,11 +38,7 @@ func leftSys(t *testing.T, index int, pid, b string) string {
 // configured are left alone; a device still held open after the
 // disconnect is reported, not waited for past ctx.
 func TestRemoveLeftDevice(t *testing.T) {
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := strconv.Itoa(gone.Process.Pid)
+	dead := strconv.Itoa(proctest.Exited(t))
 	const backend = "iser-attach:db"
 	newKernel := func() *fakeKernel {
 		k := newFakeKernel()
