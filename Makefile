@@ -141,6 +141,7 @@ script-tests:
 	scripts/deps-test.sh
 	scripts/vmlab/bench-test.sh
 	scripts/vmlab/faults-test.sh
+	scripts/vmlab/lock-test.sh
 	scripts/repo-check-test.sh
 	scripts/fuzz-short-test.sh
 

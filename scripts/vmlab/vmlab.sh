@@ -37,6 +37,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 export ISER_VMLAB_CACHE=${ISER_VMLAB_CACHE:-/var/cache/iser-attach-vmlab}
 CACHE=$ISER_VMLAB_CACHE
+# shellcheck source=lock.sh
+. "$HERE/lock.sh"
 
 say() { echo "vmlab: $*" >&2; }
 die() {
@@ -280,6 +282,13 @@ print_table() {
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
+# Every command that builds or boots a guest runs alone on this machine (lock.sh).
+case $cmd in
+build | e2e | bench | run | shell)
+	[ "$(id -u)" = 0 ] || die "run as root"
+	lab_lock "$CACHE" "vmlab.sh $cmd, kernel ${ISER_VMLAB_KERNEL:-6.12}, in $REPO"
+	;;
+esac
 case $cmd in
 build)
 	[ "$(id -u)" = 0 ] || die "run as root"
