@@ -4,10 +4,10 @@ package blockdev
 // can do beyond the blocking calls (Async, Batcher, Reaping,
 // BufferProvider) through the wrappers between it and the device.
 
-// Wrapper is a Backend that wraps another (volume.Counting around an
+// Wrapper is a Backend that wraps another (counting.Backend around an
 // initiator.LUN): Unwrap returns the wrapped one, and As looks through it
 // for capabilities. A wrapper implements a capability itself only when it
-// must see what passes (Counting implements Async to count completions);
+// must see what passes (counting.Backend implements Async to count completions);
 // any other capability of the backend below stays reachable without it.
 type Wrapper interface {
 	Backend

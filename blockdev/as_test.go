@@ -44,7 +44,7 @@ type bare struct{ Backend }
 func (w bare) Unwrap() Backend { return w.Backend }
 
 // naming is a wrapper that implements one capability (Name) itself, as
-// Counting implements Async.
+// counting.Backend implements Async.
 type naming struct {
 	Backend
 	name string

@@ -8,7 +8,7 @@ import (
 
 // Backend is the blocking half of the block-backend contract: the device a
 // frontend serves (an initiator.LUN, or a memory or file disk in tests and
-// tools). ublk.Backend, nbd.Backend and volume.Backend are this interface.
+// tools). ublk.Backend and nbd.Backend are this interface.
 //
 // Frontends call it from many goroutines at once (requests are pipelined),
 // so an implementation must be safe for concurrent use. Offsets and

@@ -14,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iser-attach/iser-attach/blockdev"
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/initiator"
-	"github.com/iser-attach/iser-attach/volume"
 )
 
 // This file guards the fast path: a 4 KiB read as ublk starts it (through
-// volume.Counting and a LUN's blockdev.Async, on a Nexus over iSER with
+// counting.Backend and a LUN's blockdev.Async, on a Nexus over iSER with
 // registered buffers), against the fake iSER target. `make test` runs it
 // once (-benchtime=1x, 4000 reads per run); it fails when the path
 // allocates, or hands a read between goroutines more than once (the
@@ -91,7 +91,7 @@ func BenchmarkFastPathRead4K(b *testing.B) {
 // read on its tag, on the goroutine that reported it.
 type fastPathDriver struct {
 	tb   testing.TB
-	c    *volume.Counting
+	c    *counting.Backend
 	a    blockdev.Async // c, found as ublk finds it
 	bufs [][]byte
 	left atomic.Int64
@@ -130,16 +130,16 @@ func newFastPathDriver(tb testing.TB, qd, paths int) *fastPathDriver {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := volume.NewCounting(l)
+	c := counting.New(l)
 	tb.Cleanup(func() { c.Close() })
-	// What ublk finds behind the Counting: its Async, the Nexus's buffers.
+	// What ublk finds behind the counting backend: its Async, the Nexus's buffers.
 	a, ok := blockdev.As[blockdev.Async](c)
 	if !ok {
-		tb.Fatal("volume.Counting is no blockdev.Async")
+		tb.Fatal("counting.Backend is no blockdev.Async")
 	}
 	bp, ok := blockdev.As[blockdev.BufferProvider](c)
 	if !ok {
-		tb.Fatal("no blockdev.BufferProvider behind volume.Counting")
+		tb.Fatal("no blockdev.BufferProvider behind counting.Backend")
 	}
 	bufs, err := bp.IOBuffers(qd, 64<<10)
 	if paths > 1 && err == nil && bufs == nil {
@@ -160,7 +160,7 @@ func newFastPathDriver(tb testing.TB, qd, paths int) *fastPathDriver {
 func (d *fastPathDriver) reapLoop() {
 	rs, ok := blockdev.As[blockdev.Reaping](d.c)
 	if !ok {
-		d.tb.Fatal("the fast path's LUN is no blockdev.Reaping behind volume.Counting")
+		d.tb.Fatal("the fast path's LUN is no blockdev.Reaping behind counting.Backend")
 	}
 	rp, ok := rs.Reaper(func() {})
 	if !ok {

@@ -14,7 +14,12 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 )
+
+// Counters are a volume's I/O totals, as its counting backend keeps them.
+type Counters = counting.Counters
 
 // RunDir holds one control socket per attached volume.
 var RunDir = "/run/iser-attach"

@@ -1,7 +1,7 @@
 // Package volume holds what an attached volume needs besides the iSCSI
-// session and the block frontend: I/O counters around the block backend
-// (Counting, a metrics.IO: per-op counts, bytes, errors, latency
-// histogram), the per-volume control socket under /run/iser-attach that
+// session, the block frontend and the I/O counters around its backend
+// (blockdev/counting; Counters is its record of a volume's I/O): the
+// per-volume control socket under /run/iser-attach that
 // carries detach, list, status and stats (the counters and histogram for
 // `iser-attach stats`), and the checks detach makes (is the device
 // mounted?).
@@ -18,6 +18,5 @@
 //
 // Goroutines: a ControlServer owns one accept loop and one goroutine per
 // client connection; Close stops accepting, closes the listener and removes
-// the socket, then waits for them. A Counting backend owns a sampler
-// goroutine for the current IOPS, stopped by Close.
+// the socket, then waits for them.
 package volume

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/iser-attach/iser-attach/nbd/nbdtest"
 )
 
 type fakeController struct {
@@ -111,24 +109,6 @@ func TestValidName(t *testing.T) {
 		if ValidName(bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}
-	}
-}
-
-func TestCounting(t *testing.T) {
-	mem := nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20})
-	c := NewCounting(mem)
-	defer c.Close()
-	ctx := ctx2(t)
-	buf := make([]byte, 4096)
-	if err := c.WriteAt(ctx, buf, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.ReadAt(ctx, buf, 0)
-	_ = c.Flush(ctx)
-	_ = c.ReadAt(ctx, buf, 2<<20) // out of range: an error
-	got := c.Counters()
-	if got.Writes != 1 || got.Reads != 2 || got.WriteBytes != 4096 || got.Flushes != 1 || got.Errors != 1 {
-		t.Fatalf("counters %+v", got)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/volume"
 )
 
@@ -132,7 +133,7 @@ func TestAttachChecksFrontendBeforeLogin(t *testing.T) {
 	volumeEnv(t)
 	portal, logins := countingPortal(t)
 	frontendChecks["test-missing"] = func(context.Context) error { return errors.New("driver not loaded") }
-	frontends["test-missing"] = func(context.Context, *attachSpec, *volume.Counting, *lunConn) (blockDevice, error) {
+	frontends["test-missing"] = func(context.Context, *attachSpec, *counting.Backend, *lunConn) (blockDevice, error) {
 		t.Error("the frontend was asked for a device")
 		return nil, errors.New("unreachable")
 	}

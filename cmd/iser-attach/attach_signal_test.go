@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/internal/tgttest"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -48,12 +49,12 @@ var racingServer atomic.Pointer[volume.ControlServer]
 var attachedDevice atomic.Pointer[testDevice]
 
 func init() {
-	frontends["test-recoverable"] = func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+	frontends["test-recoverable"] = func(ctx context.Context, sp *attachSpec, b *counting.Backend, l *lunConn) (blockDevice, error) {
 		return testRecoverable{attachedDevice.Load()}, nil
 	}
 	// A server of the same volume that comes up while the device is made:
 	// its control socket makes ours fail.
-	frontends["test-racing"] = func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+	frontends["test-racing"] = func(ctx context.Context, sp *attachSpec, b *counting.Backend, l *lunConn) (blockDevice, error) {
 		srv, err := volume.ListenControl(sp.Volume, &fakeAttached{volume.Status{Name: sp.Volume, Device: "/dev/ublkb9", PID: 4242}})
 		if err != nil {
 			return nil, err
@@ -61,7 +62,7 @@ func init() {
 		racingServer.Store(srv)
 		return testRecoverable{attachedDevice.Load()}, nil
 	}
-	frontends["test-plain"] = func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+	frontends["test-plain"] = func(ctx context.Context, sp *attachSpec, b *counting.Backend, l *lunConn) (blockDevice, error) {
 		return attachedDevice.Load(), nil
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
@@ -39,7 +40,7 @@ type attachSpec struct {
 }
 
 // frontendFunc creates a block device serving b (the LUN, counted).
-type frontendFunc func(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error)
+type frontendFunc func(ctx context.Context, sp *attachSpec, b *counting.Backend, l *lunConn) (blockDevice, error)
 
 // frontends are registered by frontend_*.go.
 var frontends = map[string]frontendFunc{}
@@ -229,7 +230,7 @@ type attached struct {
 	name     string
 	st       volume.Status
 	dev      blockDevice
-	counting *volume.Counting
+	counting *counting.Backend
 	lun      *lunConn
 
 	detachReq chan detachReq
@@ -381,7 +382,7 @@ func runAttached(c *cli.Context, sp *attachSpec) error {
 		return err
 	}
 	defer l.Close()
-	counting := volume.NewCounting(l.LUN)
+	counting := counting.New(l.LUN)
 	counting.OnError = newIOErrorLog(logger).report
 	defer counting.Close()
 	me.add(name, l, counting.IO())

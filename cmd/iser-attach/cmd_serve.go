@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/nbd"
 	"github.com/iser-attach/iser-attach/volume"
 )
@@ -55,7 +56,7 @@ func serveCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			counting := volume.NewCounting(l.LUN)
+			counting := counting.New(l.LUN)
 			counting.OnError = newIOErrorLog(logger).report
 			defer counting.Close()
 			me.add(exportMetricsName(c.String("export-name"), l), l, counting.IO()) // the name list and stats show
@@ -82,7 +83,7 @@ func checkListen(specs []string, allowRemote bool) error {
 // serveLUN serves l, through counting (l.LUN counted), over NBD until ctx
 // ends (nil) or serving fails. While it serves, a control socket answers
 // status requests (iser-attach list).
-func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *volume.Counting) error {
+func serveLUN(ctx context.Context, c *cli.Context, l *lunConn, counting *counting.Backend) error {
 	info := l.Info()
 	srv, err := nbd.NewServer([]nbd.Export{{
 		Name:        c.String("export-name"),
@@ -172,7 +173,7 @@ func endServe(l *lunConn, serr error) error {
 // serveControl answers a serve process's control socket.
 type serveControl struct {
 	l        *lunConn
-	counting *volume.Counting
+	counting *counting.Backend
 	st       volume.Status // the fixed fields
 }
 

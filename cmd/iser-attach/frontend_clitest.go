@@ -11,11 +11,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/iser-attach/iser-attach/volume"
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 )
 
 func init() {
-	frontends["clitest"] = func(context.Context, *attachSpec, *volume.Counting, *lunConn) (blockDevice, error) {
+	frontends["clitest"] = func(context.Context, *attachSpec, *counting.Backend, *lunConn) (blockDevice, error) {
 		return nil, errors.New("the clitest frontend makes no device")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/nbd"
 	nbdkernel "github.com/iser-attach/iser-attach/nbd/kernel"
 	"github.com/iser-attach/iser-attach/volume"
@@ -37,7 +38,7 @@ func (n *nbdDevice) Detach(ctx context.Context) error {
 // attachNBD serves the LUN to the kernel's NBD driver over in-process
 // socket pairs: /dev/nbdN with FLUSH, FUA, TRIM and WRITE_ZEROES, or
 // read-only.
-func attachNBD(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+func attachNBD(ctx context.Context, sp *attachSpec, b *counting.Backend, l *lunConn) (blockDevice, error) {
 	if err := nbdkernel.Supported(ctx); err != nil {
 		return nil, err
 	}

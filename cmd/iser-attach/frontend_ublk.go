@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/ublk"
 	"github.com/iser-attach/iser-attach/volume"
@@ -41,7 +42,7 @@ func (u *ublkDevice) Leave() error { return u.d.Detach() }
 
 // attachUblk creates /dev/ublkbN for the LUN, or takes over the device a
 // previous server of this volume left behind (ublk user recovery).
-func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunConn) (blockDevice, error) {
+func attachUblk(ctx context.Context, sp *attachSpec, b *counting.Backend, l *lunConn) (blockDevice, error) {
 	if err := ublk.Supported(); err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func attachUblk(ctx context.Context, sp *attachSpec, b *volume.Counting, l *lunC
 	if n := info.Limits.MaxWriteSameLength * bs / 512; n > 0 && n < 1<<32 && !opt.ReadOnly {
 		opt.MaxWriteZeroesSectors = uint32(n)
 	}
-	// ublk finds the LUN's capabilities behind the Counting (blockdev.As):
+	// ublk finds the LUN's capabilities behind the counting backend (blockdev.As):
 	// its I/O buffers come from the Nexus's registered memory over iSER,
 	// so the target's RDMA moves data straight to and from the requests;
 	// over TCP, or several paths, the LUN gives none and ublk maps its own.

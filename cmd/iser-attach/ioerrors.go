@@ -7,7 +7,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// ioErrorLog logs the I/O errors a frontend is given (volume.Counting's
+// ioErrorLog logs the I/O errors a frontend is given (counting.Backend's
 // OnError): each names the operation, range and cause, so an operator
 // who sees "I/O error, dev ublkb0" in the kernel log finds why here. At
 // most burst lines per second; the rest are counted and summed up in the
@@ -24,7 +24,7 @@ type ioErrorLog struct {
 
 func newIOErrorLog(log zerolog.Logger) *ioErrorLog { return &ioErrorLog{log: log, burst: 10} }
 
-// report is a volume.Counting OnError.
+// report is a counting.Backend OnError.
 func (l *ioErrorLog) report(op string, off, n int64, err error) {
 	l.mu.Lock()
 	now := time.Now()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iser-attach/iser-attach/blockdev/counting"
 	"github.com/iser-attach/iser-attach/initiator"
 	"github.com/iser-attach/iser-attach/metrics"
 	"github.com/iser-attach/iser-attach/nbd/nbdtest"
@@ -17,10 +18,10 @@ func (d pathOnlyDevice) Path() string                 { return string(d) }
 func (d pathOnlyDevice) Detach(context.Context) error { return nil }
 
 // TestAttachedStats: an attached volume's control socket answers stats
-// with what passed through its Counting backend.
+// with what passed through its counting backend.
 func TestAttachedStats(t *testing.T) {
 	volumeEnv(t)
-	counting := volume.NewCounting(nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20}))
+	counting := counting.New(nbdtest.NewMemory(nbdtest.Config{Size: 1 << 20}))
 	defer counting.Close()
 	a := &attached{name: "db", dev: pathOnlyDevice("/dev/nbd9"), counting: counting}
 	ctl, err := volume.ListenControl("db", a)

@@ -1,4 +1,4 @@
-package volume
+package counting
 
 import (
 	"context"
@@ -9,11 +9,8 @@ import (
 	"github.com/iser-attach/iser-attach/metrics"
 )
 
-// Backend is the block backend a frontend serves (initiator.LUN): the
-// frontends' shared contract.
-type Backend = blockdev.Backend
-
-// Counters are a volume's I/O totals (list, status).
+// Counters are a volume's I/O totals (the control socket's list and
+// status answers carry them).
 type Counters struct {
 	Reads      uint64  `json:"reads"`
 	Writes     uint64  `json:"writes"`
@@ -26,7 +23,7 @@ type Counters struct {
 	IOPS       float64 `json:"iops"` // over the last second
 }
 
-// Counting wraps a Backend and counts what passes through in a
+// Backend wraps a blockdev.Backend and counts what passes through in a
 // metrics.IO: per op, completed I/Os, bytes (a discard's or write-zeroes'
 // range counts as its bytes), errors and latency, with atomic adds only.
 // It is safe for concurrent use. Close stops its IOPS sampler.
@@ -35,10 +32,10 @@ type Counters struct {
 // Reaping and BufferProvider through it with blockdev.As. It implements
 // blockdev.Async itself, since it counts each request when it ends; the
 // completions a frontend reaps (Reaping) end through it too.
-type Counting struct {
-	Backend
+type Backend struct {
+	blockdev.Backend
 	io    metrics.IO
-	async blockdev.Async // Backend's own (blockdev.As), or nil
+	async blockdev.Async // the wrapped backend's own (blockdev.As), or nil
 
 	mu       sync.Mutex
 	lastOps  uint64
@@ -53,29 +50,29 @@ type Counting struct {
 	OnError func(op string, off int64, n int64, err error)
 }
 
-// NewCounting wraps b and starts the sampler.
-func NewCounting(b Backend) *Counting {
-	c := &Counting{Backend: b, lastTime: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+// New wraps b and starts the sampler.
+func New(b blockdev.Backend) *Backend {
+	c := &Backend{Backend: b, lastTime: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	c.async, _ = blockdev.As[blockdev.Async](b)
 	go c.sample()
 	return c
 }
 
 var (
-	_ blockdev.Wrapper = (*Counting)(nil)
-	_ blockdev.Async   = (*Counting)(nil)
+	_ blockdev.Wrapper = (*Backend)(nil)
+	_ blockdev.Async   = (*Backend)(nil)
 )
 
 // Unwrap implements blockdev.Wrapper: the counted backend.
-func (c *Counting) Unwrap() Backend { return c.Backend }
+func (c *Backend) Unwrap() blockdev.Backend { return c.Backend }
 
 // IO is the counters, for a metrics.Collector.
-func (c *Counting) IO() *metrics.IO { return &c.io }
+func (c *Backend) IO() *metrics.IO { return &c.io }
 
 // Snapshot reads the counters.
-func (c *Counting) Snapshot() metrics.Snapshot { return c.io.Snapshot() }
+func (c *Backend) Snapshot() metrics.Snapshot { return c.io.Snapshot() }
 
-func (c *Counting) sample() {
+func (c *Backend) sample() {
 	defer close(c.done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -92,7 +89,7 @@ func (c *Counting) sample() {
 // tick updates the IOPS over the last second. It allocates nothing: it
 // runs while I/O does, and the fast path's guard counts every allocation
 // the process makes.
-func (c *Counting) tick(now time.Time) {
+func (c *Backend) tick(now time.Time) {
 	ops := c.io.Completed()
 	c.mu.Lock()
 	if d := now.Sub(c.lastTime).Seconds(); d > 0 {
@@ -103,13 +100,13 @@ func (c *Counting) tick(now time.Time) {
 }
 
 // Close stops the sampler. Idempotent.
-func (c *Counting) Close() error {
+func (c *Backend) Close() error {
 	c.once.Do(func() { close(c.stop); <-c.done })
 	return nil
 }
 
 // Counters returns the totals of completed I/Os.
-func (c *Counting) Counters() Counters {
+func (c *Backend) Counters() Counters {
 	c.mu.Lock()
 	iops := c.iops
 	c.mu.Unlock()
@@ -125,7 +122,7 @@ func (c *Counting) Counters() Counters {
 }
 
 // ReadAt reads from the backend and counts a read.
-func (c *Counting) ReadAt(ctx context.Context, p []byte, off int64) error {
+func (c *Backend) ReadAt(ctx context.Context, p []byte, off int64) error {
 	start := c.io.Begin()
 	err := c.Backend.ReadAt(ctx, p, off)
 	c.io.End(metrics.OpRead, len(p), start, err)
@@ -136,7 +133,7 @@ func (c *Counting) ReadAt(ctx context.Context, p []byte, off int64) error {
 }
 
 // WriteAt writes to the backend and counts a write.
-func (c *Counting) WriteAt(ctx context.Context, p []byte, off int64, fua bool) error {
+func (c *Backend) WriteAt(ctx context.Context, p []byte, off int64, fua bool) error {
 	start := c.io.Begin()
 	err := c.Backend.WriteAt(ctx, p, off, fua)
 	c.io.End(metrics.OpWrite, len(p), start, err)
@@ -147,7 +144,7 @@ func (c *Counting) WriteAt(ctx context.Context, p []byte, off int64, fua bool) e
 }
 
 // Flush flushes the backend and counts a flush.
-func (c *Counting) Flush(ctx context.Context) error {
+func (c *Backend) Flush(ctx context.Context) error {
 	start := c.io.Begin()
 	err := c.Backend.Flush(ctx)
 	c.io.End(metrics.OpFlush, 0, start, err)
@@ -158,7 +155,7 @@ func (c *Counting) Flush(ctx context.Context) error {
 }
 
 // Trim discards a range of the backend and counts a discard.
-func (c *Counting) Trim(ctx context.Context, off, length int64) error {
+func (c *Backend) Trim(ctx context.Context, off, length int64) error {
 	start := c.io.Begin()
 	err := c.Backend.Trim(ctx, off, length)
 	c.io.End(metrics.OpDiscard, int(length), start, err)
@@ -169,7 +166,7 @@ func (c *Counting) Trim(ctx context.Context, off, length int64) error {
 }
 
 // WriteZeroes zeroes a range of the backend and counts a write-zeroes.
-func (c *Counting) WriteZeroes(ctx context.Context, off, length int64, mayUnmap, fua bool) error {
+func (c *Backend) WriteZeroes(ctx context.Context, off, length int64, mayUnmap, fua bool) error {
 	start := c.io.Begin()
 	err := c.Backend.WriteZeroes(ctx, off, length, mayUnmap, fua)
 	c.io.End(metrics.OpWriteZeroes, int(length), start, err)

@@ -1,4 +1,4 @@
-package volume
+package counting
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/iser-attach/iser-attach/metrics"
 )
 
-// This file holds Counting's asynchronous reads and writes: counted like
+// This file holds the counting Backend's asynchronous reads and writes: counted like
 // the blocking ones, once, when they end.
 
-// countedIO is a request in flight through Counting's blockdev.Async,
+// countedIO is a request in flight through a counting Backend's blockdev.Async,
 // pooled.
 type countedIO struct {
-	c     *Counting
+	c     *Backend
 	op    metrics.Op
 	n     int
 	off   int64
@@ -27,7 +27,7 @@ var countedIOs freelist.List[countedIO]
 
 // StartRead implements blockdev.Async: the backend's own when it has one,
 // else its ReadAt on a goroutine.
-func (c *Counting) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
+func (c *Backend) StartRead(p []byte, off int64, done blockdev.Done, tag uint32) {
 	a := c.async
 	if a == nil {
 		go func() {
@@ -41,7 +41,7 @@ func (c *Counting) StartRead(p []byte, off int64, done blockdev.Done, tag uint32
 }
 
 // StartWrite implements blockdev.Async like StartRead.
-func (c *Counting) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag uint32) {
+func (c *Backend) StartWrite(p []byte, off int64, fua bool, done blockdev.Done, tag uint32) {
 	a := c.async
 	if a == nil {
 		go func() {
@@ -54,7 +54,7 @@ func (c *Counting) StartWrite(p []byte, off int64, fua bool, done blockdev.Done,
 	a.StartWrite(p, off, fua, c.begin(metrics.OpWrite, len(p), off, done), tag)
 }
 
-func (c *Counting) begin(op metrics.Op, n int, off int64, done blockdev.Done) *countedIO {
+func (c *Backend) begin(op metrics.Op, n int, off int64, done blockdev.Done) *countedIO {
 	x := countedIOs.Get()
 	x.c, x.op, x.n, x.off, x.done = c, op, n, off, done
 	x.start = c.io.Begin()

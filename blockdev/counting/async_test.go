@@ -1,4 +1,4 @@
-package volume
+package counting
 
 import (
 	"context"
@@ -36,12 +36,12 @@ type doneFunc func(tag uint32, err error)
 
 func (f doneFunc) IODone(tag uint32, err error) { f(tag, err) }
 
-// Counting passes asynchronous requests to the backend's own Async and
+// A counting Backend passes asynchronous requests to the backend's own Async and
 // counts each once, when it ends, errors included; without the allocation
 // of a request on the way.
 func TestCountingAsync(t *testing.T) {
 	a := &asyncNop{}
-	c := NewCounting(a)
+	c := New(a)
 	defer c.Close()
 	var got []uint32
 	var gotErr error
@@ -71,10 +71,10 @@ func TestCountingAsync(t *testing.T) {
 	}
 }
 
-// Over a backend without Async, Counting runs the blocking calls on a
+// Over a backend without Async, a counting Backend runs the blocking calls on a
 // goroutine, split at the backend's MaxTransfer, and counts each call.
 func TestCountingAsyncOverBlockingBackend(t *testing.T) {
-	c := NewCounting(splitBackend{})
+	c := New(splitBackend{})
 	defer c.Close()
 	ch := make(chan error, 1)
 	c.StartWrite(make([]byte, 3*4096), 0, false, doneFunc(func(_ uint32, err error) { ch <- err }), 0)
@@ -143,17 +143,17 @@ var (
 	_ blockdev.BufferProvider = (*fastBackend)(nil)
 )
 
-// A frontend that finds its capabilities with blockdev.As on a Counting
-// gets Counting's Async (so requests are counted) and the backend's own
+// A frontend that finds its capabilities with blockdev.As on a counting Backend
+// gets Backend's Async (so requests are counted) and the backend's own
 // Batcher, Reaping and buffers; requests started in a batch and ended by
 // the loop's Reap are counted once each.
 func TestCountingFastPathThroughAs(t *testing.T) {
 	f := &fastBackend{bufs: [][]byte{make([]byte, 4096)}}
-	c := NewCounting(f)
+	c := New(f)
 	defer c.Close()
 	a, ok := blockdev.As[blockdev.Async](c)
 	if !ok || a != blockdev.Async(c) {
-		t.Fatalf("As[Async] = %T, want the Counting (it counts)", a)
+		t.Fatalf("As[Async] = %T, want the Backend (it counts)", a)
 	}
 	bt, ok := blockdev.As[blockdev.Batcher](c)
 	if !ok || bt != blockdev.Batcher(f) {
@@ -165,7 +165,7 @@ func TestCountingFastPathThroughAs(t *testing.T) {
 	}
 	bp, ok := blockdev.As[blockdev.BufferProvider](c)
 	if !ok {
-		t.Fatal("no BufferProvider behind the Counting")
+		t.Fatal("no BufferProvider behind the Backend")
 	}
 	if bufs, err := bp.IOBuffers(1, 4096); err != nil || &bufs[0][0] != &f.bufs[0][0] {
 		t.Fatalf("As[BufferProvider] = %T, %v: want the backend's buffers", bp, err)
