@@ -59,11 +59,11 @@ e2e: build build-nocgo test-bins deb
 # The compact suite on the 7.x guest (kernels.conf's line 7.*): the lab's baseline (00, 10,
 # 20), ublk and NBD cycles (70, 71), recovery (73), the interop row of LIO over iSER with mutual
 # CHAP (79), SIGTERM takeover in 6 cycles (81), online resize (83-ublk-resize:
-# UBLK_F_UPDATE_SIZE); then quick figures: bench's kernel ib_iser, ublk and NBD over iSER, 2 s
+# UBLK_F_UPDATE_SIZE), multipath's path faults (84, about 200 s), the CSI node (85); then quick figures: bench's kernel ib_iser, ublk and NBD over iSER, 2 s
 # per workload, three workloads, with and without UBLK_F_BATCH_IO, and the daemon's system calls
 # per I/O at QD1 and QD32 (not the goals' measurement: make bench-vm VMLAB_KERNEL=7.2 is).
 # The soak (80) runs on 6.12 only: its daemon-term fault is 81's SIGTERM takeover.
-E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 81-* 83-ublk-resize.sh 85-csi-node.sh
+E2E7_TESTS ?= 00-* 10-* 20-* 70-* 71-* 73-* 79-* 81-* 83-ublk-resize.sh 84-multipath.sh 85-csi-node.sh
 E2E7_WORKLOADS ?= 4k-randread-qd32:randread:4k:32 4k-randwrite-qd32:randwrite:4k:32 \
 	4k-randread-qd1:randread:4k:1
 e2e-7: build build-nocgo test-bins
