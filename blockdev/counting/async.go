@@ -9,11 +9,11 @@ import (
 	"github.com/iser-attach/iser-attach/metrics"
 )
 
-// This file holds the counting Backend's asynchronous reads and writes: counted like
-// the blocking ones, once, when they end.
+// This file holds the counting Backend's asynchronous reads and writes:
+// counted like the blocking ones, once, when they end.
 
-// countedIO is a request in flight through a counting Backend's blockdev.Async,
-// pooled.
+// countedIO is a request in flight through a counting Backend's
+// blockdev.Async, pooled.
 type countedIO struct {
 	c     *Backend
 	op    metrics.Op

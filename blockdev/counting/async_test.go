@@ -36,9 +36,9 @@ type doneFunc func(tag uint32, err error)
 
 func (f doneFunc) IODone(tag uint32, err error) { f(tag, err) }
 
-// A counting Backend passes asynchronous requests to the backend's own Async and
-// counts each once, when it ends, errors included; without the allocation
-// of a request on the way.
+// A counting Backend passes asynchronous requests to the backend's own
+// Async and counts each once, when it ends, errors included; without the
+// allocation of a request on the way.
 func TestCountingAsync(t *testing.T) {
 	a := &asyncNop{}
 	c := New(a)
@@ -71,8 +71,8 @@ func TestCountingAsync(t *testing.T) {
 	}
 }
 
-// Over a backend without Async, a counting Backend runs the blocking calls on a
-// goroutine, split at the backend's MaxTransfer, and counts each call.
+// Over a backend without Async, a counting Backend runs the blocking calls
+// on a goroutine, split at the backend's MaxTransfer, and counts each call.
 func TestCountingAsyncOverBlockingBackend(t *testing.T) {
 	c := New(splitBackend{})
 	defer c.Close()
@@ -143,8 +143,8 @@ var (
 	_ blockdev.BufferProvider = (*fastBackend)(nil)
 )
 
-// A frontend that finds its capabilities with blockdev.As on a counting Backend
-// gets Backend's Async (so requests are counted) and the backend's own
+// A frontend that finds its capabilities with blockdev.As on a counting
+// Backend gets its Async (so requests are counted) and the backend's own
 // Batcher, Reaping and buffers; requests started in a batch and ended by
 // the loop's Reap are counted once each.
 func TestCountingFastPathThroughAs(t *testing.T) {
