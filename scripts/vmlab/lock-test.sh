@@ -1,6 +1,7 @@
 #!/bin/bash
 # lock-test.sh: host test of lab_lock (scripts/vmlab/lock.sh): a second lab run waits while
-# the first holds the lock, names it, and goes on once it ends; a free lock is taken at once.
+# the first holds the lock, names it, and goes on once it ends; a free lock is taken at once;
+# a wait longer than ISER_VMLAB_LOCK_WAIT fails in one line instead of hanging.
 # `make script-tests`.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -52,5 +53,27 @@ check "the second run is the owner then" grep -q "second run" "$T/cache/lab.owne
 wait $!
 w=$(take "after the child")
 check "a child that inherited fd 7 is waited for (waited ${w}0 ms)" test "$w" -ge 40
+
+# A lock held past ISER_VMLAB_LOCK_WAIT: the wait ends in one failing line naming the holder,
+# not in a hang.
+(
+	lab_lock "$T/cache" "stuck run" 2>/dev/null
+	sleep 3
+) &
+stuck=$!
+for _ in $(seq 50); do
+	grep -q "stuck run" "$T/cache/lab.owner" 2>/dev/null && break
+	sleep 0.05
+done
+s=$(date +%s%N)
+(ISER_VMLAB_LOCK_WAIT=1 lab_lock "$T/cache" "impatient run" 2>"$T/err")
+rc=$?
+w=$((($(date +%s%N) - s) / 10000000))
+check "a wait past ISER_VMLAB_LOCK_WAIT fails (status $rc)" test $rc = 1
+check "it fails after the wait, not at once or later (waited ${w}0 ms)" test "$w" -ge 90 -a "$w" -lt 250
+check "the failure names the holder: $(tail -n 1 "$T/err")" \
+	grep -q "FAIL step lab-lock: $T/cache/lab.lock still held after 1 s (pid .*, stuck run, since" "$T/err"
+check "the stuck run stays the owner" grep -q "stuck run" "$T/cache/lab.owner"
+wait $stuck
 
 report lock-test

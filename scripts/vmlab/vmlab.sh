@@ -25,6 +25,7 @@
 #   ISER_VMLAB_LOGIN_IQN the IQN the kernel initiator logs in to in tests (default: the
 #                        target's own); set it to a wrong IQN to see the login step fail
 #   VMLAB_FIO_SECONDS    seconds per fio workload in bench (default 5; e2e uses 2)
+#   ISER_VMLAB_LOCK_WAIT seconds to wait for another lab run's lock (lock.sh; default 3600)
 #   VMLAB_TEST_TIMEOUT   per-test timeout inside the guest (default 300)
 #   ISER_VMLAB_SYSTEMD_TIMEOUT   whole-VM timeout of each systemd boot (default 420)
 #   VMLAB_SYSTEMD_WATCHDOG       seconds a systemd boot may take to reach its checks (330)
@@ -286,7 +287,7 @@ cmd=${1:-}
 case $cmd in
 build | e2e | bench | run | shell)
 	[ "$(id -u)" = 0 ] || die "run as root"
-	lab_lock "$CACHE" "vmlab.sh $cmd, kernel ${ISER_VMLAB_KERNEL:-6.12}, in $REPO"
+	lab_lock "$CACHE" "vmlab.sh $cmd, kernel ${ISER_VMLAB_KERNEL:-6.12}, in $REPO" || exit 1
 	;;
 esac
 case $cmd in
