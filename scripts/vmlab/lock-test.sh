@@ -22,6 +22,20 @@ take() {
 	)
 }
 
+# hold WHAT SECONDS: a run that takes the lock and holds it SECONDS, in the background
+# (its pid in $held); returns once it is the recorded owner.
+hold() {
+	(
+		lab_lock "$T/cache" "$1" 2>/dev/null
+		sleep "$2"
+	) &
+	held=$!
+	for _ in $(seq 50); do
+		grep -q "$1" "$T/cache/lab.owner" 2>/dev/null && return
+		sleep 0.05
+	done
+}
+
 # A free lock: no wait, no message, the owner recorded.
 w=$(take "e2e 6.12")
 check "a free lock is taken at once (waited ${w}0 ms)" test "$w" -lt 50
@@ -29,17 +43,9 @@ check "a free lock says nothing" test ! -s "$T/err"
 check "the owner is recorded" grep -q "pid .*, e2e 6.12, since " "$T/cache/lab.owner"
 
 # A held lock: the first run (here a subshell holding fd 7 for 1.5 s) is waited for.
-(
-	lab_lock "$T/cache" "first run" 2>/dev/null
-	sleep 1.5
-) &
-first=$!
-for _ in $(seq 50); do
-	grep -q "first run" "$T/cache/lab.owner" 2>/dev/null && break
-	sleep 0.05
-done
+hold "first run" 1.5
 w=$(take "second run")
-wait $first
+wait $held
 check "a held lock is waited for (waited ${w}0 ms)" test "$w" -ge 100
 check "the wait names the holder" grep -q "holds $T/cache/lab.lock (pid .*, first run, since" "$T/err"
 check "the wait ends with the lock" grep -q "lab lock taken after waiting" "$T/err"
@@ -56,15 +62,7 @@ check "a child that inherited fd 7 is waited for (waited ${w}0 ms)" test "$w" -g
 
 # A lock held past ISER_VMLAB_LOCK_WAIT: the wait ends in one failing line naming the holder,
 # not in a hang.
-(
-	lab_lock "$T/cache" "stuck run" 2>/dev/null
-	sleep 3
-) &
-stuck=$!
-for _ in $(seq 50); do
-	grep -q "stuck run" "$T/cache/lab.owner" 2>/dev/null && break
-	sleep 0.05
-done
+hold "stuck run" 3
 s=$(date +%s%N)
 (ISER_VMLAB_LOCK_WAIT=1 lab_lock "$T/cache" "impatient run" 2>"$T/err")
 rc=$?
@@ -74,6 +72,6 @@ check "it fails after the wait, not at once or later (waited ${w}0 ms)" test "$w
 check "the failure names the holder: $(tail -n 1 "$T/err")" \
 	grep -q "FAIL step lab-lock: $T/cache/lab.lock still held after 1 s (pid .*, stuck run, since" "$T/err"
 check "the stuck run stays the owner" grep -q "stuck run" "$T/cache/lab.owner"
-wait $stuck
+wait $held
 
 report lock-test
